@@ -1,0 +1,143 @@
+"""Graders for lab02 (strides and broadcasting). Trusted: never imports student code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from labkit.grading import PROPERTY, as_array, as_float, check, fail
+
+RNG = np.random.default_rng(2024)
+
+
+def _expect_value_error(call, *shapes) -> None:
+    """`call()` must raise ValueError whose message names every shape."""
+    with pytest.raises(ValueError) as info:
+        call()
+    if not all(str(tuple(s)) in info.value.message for s in shapes):
+        fail("shapes_not_in_message")
+
+
+@check("buggy_mse.cross_differences")
+def test_buggy_mse_cross_differences(student):
+    y_true, y_pred = RNG.normal(size=6), RNG.normal(size=(6, 1))
+    got = as_float(student.buggy_mse(y_true, y_pred))
+    assert got == pytest.approx(((y_true - y_pred) ** 2).mean())
+    assert got != pytest.approx(((y_true - y_pred[:, 0]) ** 2).mean())
+    same = as_float(student.buggy_mse(y_true, y_pred[:, 0]))
+    assert same == pytest.approx(((y_true - y_pred[:, 0]) ** 2).mean())
+
+
+@check("safe_mse.aligned_pairs")
+def test_safe_mse_aligned_pairs(student):
+    for n in (1, 5, 17):
+        a, b = RNG.normal(size=n), RNG.normal(size=n)
+        expected = float(np.mean((a - b) ** 2))
+        for left in (a, a.reshape(-1, 1)):
+            for right in (b, b.reshape(-1, 1)):
+                assert as_float(student.safe_mse(left, right)) == pytest.approx(expected)
+    assert as_float(student.safe_mse([1.0, 2.0], [[1.0], [4.0]])) == pytest.approx(2.0)
+
+
+@check("safe_mse.rejects_mismatched_lengths")
+def test_safe_mse_rejects_mismatched_lengths(student):
+    for a, b in [(np.ones(4), np.ones(5)), (np.ones((3, 1)), np.ones(2)), (np.ones(2), np.ones((7, 1)))]:
+        _expect_value_error(lambda a=a, b=b: student.safe_mse(a, b), a.shape, b.shape)
+
+
+@check("safe_mse.rejects_bad_shapes")
+def test_safe_mse_rejects_bad_shapes(student):
+    cases = [
+        (np.ones((4, 2)), np.ones(4)),
+        (np.ones(3), np.ones((3, 3))),
+        (np.ones((2, 1, 1)), np.ones(2)),
+        (np.ones(0), np.ones(0)),
+        (np.ones((1, 4)), np.ones(4)),
+    ]
+    for a, b in cases:
+        _expect_value_error(lambda a=a, b=b: student.safe_mse(a, b), a.shape, b.shape)
+
+
+def _broadcast(student, *shapes):
+    return student.probe("call_without_helpers", "broadcast_shape", *shapes, where="broadcast_shape")
+
+
+@check("broadcast_shape.matches_numpy")
+@PROPERTY
+@given(
+    st.integers(1, 4).flatmap(
+        lambda n: hnp.mutually_broadcastable_shapes(num_shapes=n, min_side=0, max_side=4)
+    )
+)
+def test_broadcast_shape_matches_numpy(student, case):
+    got = _broadcast(student, *case.input_shapes)
+    if not isinstance(got, tuple) or not all(isinstance(n, int) for n in got):
+        fail("not_a_tuple_of_ints")
+    assert got == np.broadcast_shapes(*case.input_shapes)
+
+
+@check("broadcast_shape.rejects_incompatible")
+def test_broadcast_shape_rejects_incompatible(student):
+    assert _broadcast(student) == ()
+    assert _broadcast(student, (0,), (1,)) == (0,)
+    for shapes in [((3,), (4,)), ((2, 1), (8, 4, 3)), ((5, 1, 2), (1, 3, 2), (5, 3, 4)), ((0,), (2,))]:
+        with pytest.raises(ValueError):
+            _broadcast(student, *shapes)
+
+
+_SHAPES = hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=6)
+
+
+@check("c_strides.matches_numpy")
+@PROPERTY
+@given(_SHAPES, st.sampled_from([1, 2, 4, 8, 16, 3, 12]))
+def test_c_strides_matches_numpy(student, shape, itemsize):
+    got = student.c_strides(shape, itemsize)
+    assert tuple(got) == np.empty(shape, dtype=f"V{itemsize}", order="C").strides
+
+
+@check("f_strides.matches_numpy")
+@PROPERTY
+@given(_SHAPES, st.sampled_from([1, 2, 4, 8, 16, 3, 12]))
+def test_f_strides_matches_numpy(student, shape, itemsize):
+    got = student.f_strides(shape, itemsize)
+    assert tuple(got) == np.empty(shape, dtype=f"V{itemsize}", order="F").strides
+
+
+@check("sliding_windows.values")
+@PROPERTY
+@given(
+    hnp.arrays(
+        st.sampled_from([np.float64, np.int32, np.int8]),
+        st.integers(1, 30),
+        elements=st.integers(-100, 100),
+    ).flatmap(lambda x: st.tuples(st.just(x), st.integers(1, len(x))))
+)
+def test_sliding_windows_values(student, case):
+    x, window = case
+    got = as_array(
+        student.probe("call_without_helpers", "sliding_windows", x, window, where="sliding_windows")
+    )
+    expected = np.stack([x[i : i + window] for i in range(len(x) - window + 1)])
+    assert got.shape == expected.shape and got.dtype == x.dtype
+    assert np.array_equal(got, expected)
+
+
+@check("sliding_windows.zero_copy_readonly")
+def test_sliding_windows_zero_copy_readonly(student):
+    for x, window in [(np.arange(10.0), 3), (np.arange(20)[::2], 4), (np.arange(5.0), 5)]:
+        seen = student.observe("sliding_windows", x, window)
+        as_array(seen.result)
+        assert seen.shares[0] is True, "must be a view of x"
+        assert seen.writeable is False, "must be read-only"
+        assert np.array_equal(seen.args_after[0], x)
+
+
+@check("sliding_windows.rejects_bad_input")
+def test_sliding_windows_rejects_bad_input(student):
+    for x, window in [(np.arange(5.0), 0), (np.arange(5.0), 6), (np.ones((3, 3)), 2), (np.arange(4), -1)]:
+        with pytest.raises(ValueError):
+            student.sliding_windows(x, window)

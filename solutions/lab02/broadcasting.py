@@ -1,0 +1,111 @@
+"""Lab 02 -- strides and broadcasting.
+
+Broadcasting aligns shapes from the right, so a (N,) target against (N, 1) predictions
+silently becomes an (N, N) table of every cross difference. Here you write that bug on
+purpose, then a loss that refuses it, then the rules NumPy itself follows: the
+broadcast shape, the strides of C and Fortran arrays, and a zero-copy sliding window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def buggy_mse(y_true, y_pred) -> float:
+    """The bug, on purpose: the naive mean of squared differences.
+
+    With `y_true` of shape (N,) and `y_pred` of shape (N, 1) this averages all N*N
+    cross differences instead of the N aligned pairs.
+    """
+    ### BEGIN SOLUTION
+    return float(((np.asarray(y_true) - np.asarray(y_pred)) ** 2).mean())
+    ### END SOLUTION
+
+
+def safe_mse(y_true, y_pred) -> float:
+    """Mean squared error over N aligned pairs; anything ambiguous raises ValueError.
+
+    Each input must be a vector of the same length N > 0, of shape (N,) or (N, 1).
+    The error message names both shapes, so the caller sees what went wrong.
+    """
+    ### BEGIN SOLUTION
+    a, b = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
+
+    def as_vector(x: np.ndarray) -> np.ndarray | None:
+        if x.ndim == 1:
+            return x
+        if x.ndim == 2 and x.shape[1] == 1:
+            return x[:, 0]
+        return None
+
+    va, vb = as_vector(a), as_vector(b)
+    if va is None or vb is None or va.shape != vb.shape or va.size == 0:
+        raise ValueError(
+            f"safe_mse needs two vectors of one length N > 0, shaped (N,) or (N, 1); "
+            f"got {a.shape} and {b.shape}"
+        )
+    return float(np.mean((va - vb) ** 2))
+    ### END SOLUTION
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape NumPy's broadcasting gives `shapes`, computed by hand.
+
+    Align from the right; at each position every size must be equal or 1, and a 1
+    stretches to the other size (even to 0). Otherwise raise ValueError.
+    """
+    ### BEGIN SOLUTION
+    ndim = max((len(s) for s in shapes), default=0)
+    result = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis}
+        others = sizes - {1}
+        if len(others) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast: sizes {sorted(sizes)}")
+        result.append(others.pop() if others else 1)
+    return tuple(result)
+    ### END SOLUTION
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-ordered (row-major) array of `shape`: last axis fastest."""
+    ### BEGIN SOLUTION
+    if 0 in shape:
+        return (0,) * len(shape)
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+    ### END SOLUTION
+
+
+def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a Fortran-ordered (column-major) array: first axis fastest."""
+    ### BEGIN SOLUTION
+    if 0 in shape:
+        return (0,) * len(shape)
+    strides, step = [], itemsize
+    for size in shape:
+        strides.append(step)
+        step *= size
+    return tuple(strides)
+    ### END SOLUTION
+
+
+def sliding_windows(x: np.ndarray, window: int) -> np.ndarray:
+    """Every length-`window` window of 1-D `x` as a read-only, zero-copy strided view.
+
+    Shape (len(x) - window + 1, window); row i is x[i:i + window]. Built with
+    `np.lib.stride_tricks.as_strided`.
+    """
+    ### BEGIN SOLUTION
+    if x.ndim != 1:
+        raise ValueError(f"sliding_windows needs a 1-D array, got shape {x.shape}")
+    if not 1 <= window <= len(x):
+        raise ValueError(f"window must be between 1 and {len(x)}, got {window}")
+    (stride,) = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x, shape=(len(x) - window + 1, window), strides=(stride, stride), writeable=False
+    )
+    ### END SOLUTION

@@ -1,0 +1,160 @@
+"""The pytest plugin of a trusted grading run.
+
+It gives grader tests their `student` fixture (a proxy to a fresh worker per check),
+records how each check ended, and turns pytest's outcomes into check statuses: a failed
+assertion or an exception the student's code raised is `fail`, a call that ran out of
+time is `timeout`, a worker that died or sent garbage is `error`.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from labkit import i18n
+from labkit.grading import CheckFailed
+from labkit.proxy import Session, Student, StudentRaised
+from labkit.registry import LabChecks, LabSpec
+from labkit.results import Status
+from labkit.sandbox import Sandbox, WorkerCrashed, WorkerFailure, WorkerTimeout
+
+
+class GradeTimeout(WorkerTimeout):
+    """The whole grading ran past its limit; remaining checks do not start."""
+
+
+@dataclass
+class Outcome:
+    """How one check ended, before points are assigned."""
+
+    status: Status
+    message: str = ""
+    fraction: float | None = None
+    output: str = ""
+
+
+class Credit:
+    """Partial credit for the current check: `credit.partial(right, out_of)`."""
+
+    def __init__(self) -> None:
+        self.fraction: float | None = None
+
+    def partial(self, earned: float, possible: float) -> None:
+        self.fraction = max(0.0, min(1.0, earned / possible)) if possible else 0.0
+
+
+class GradingPlugin:
+    """Registered with `pytest.main(plugins=[...])` for one grading."""
+
+    def __init__(self, lab: LabSpec, checks: LabChecks, sandbox: Sandbox, lang: str) -> None:
+        self.lab, self.checks, self.sandbox, self.lang = lab, checks, sandbox, lang
+        self.deadline = time.monotonic() + lab.grade_timeout
+        self.broken: dict[str, WorkerFailure] = {}
+        self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
+        self.outcomes: dict[str, Outcome] = {}
+        self._sessions: dict[str, Session] = {}
+        self._credits: dict[str, Credit] = {}
+
+    # --- fixtures ---------------------------------------------------------------------
+
+    @pytest.fixture
+    def student(self, request: pytest.FixtureRequest) -> Any:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise GradeTimeout("grade")
+        session = Session(self.sandbox, min(self.lab.call_timeout, left), self.broken)
+        self._sessions[request.node.nodeid] = session
+        yield Student(session)
+        session.close()
+
+    @pytest.fixture
+    def credit(self, request: pytest.FixtureRequest) -> Credit:
+        self._credits[request.node.nodeid] = Credit()
+        return self._credits[request.node.nodeid]
+
+    @pytest.fixture
+    def submission(self) -> Any:
+        """The graded copy of the workspace (a directory path), for reading source text."""
+        return self.sandbox.config.workdir
+
+    # --- hooks ------------------------------------------------------------------------
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("markers", "labkit_check(id): the check a grader test is")
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            marker = item.get_closest_marker("labkit_check")
+            if marker is None:
+                raise pytest.UsageError(f"{item.nodeid} has no @check(...)")
+            self.order.append((item.nodeid, marker.args[0]))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        report = yield
+        if call.when == "call" or (call.when == "setup" and report.failed):
+            self._record(item.nodeid, call)
+        return report
+
+    def _record(self, nodeid: str, call: pytest.CallInfo) -> None:
+        session = self._sessions.get(nodeid)
+        output = session.output() if session else ""
+        if call.excinfo is None:
+            outcome = Outcome(Status.PASS)
+        else:
+            outcome = self.classify(call.excinfo.value, dict(self.order)[nodeid])
+        credit = self._credits.get(nodeid)
+        if credit is not None and credit.fraction is not None:
+            outcome.fraction = credit.fraction
+            if credit.fraction < 1 and outcome.status is Status.PASS:
+                outcome.status = Status.FAIL
+                outcome.message = i18n.pick(self.checks.get(dict(self.order)[nodeid]).fail,
+                                            self.lang)
+        outcome.output = output
+        self.outcomes[nodeid] = outcome
+
+    def classify(self, exc: BaseException, check_id: str) -> Outcome:
+        """The status and one-line message for an exception that ended a check."""
+        lang = self.lang
+        where = getattr(exc, "where", "") or check_id.split(".")[0]
+        if isinstance(exc, CheckFailed):
+            texts = self.checks.messages.get(exc.key)
+            if texts is not None:
+                return Outcome(Status.FAIL, i18n.pick(texts, lang).format(**exc.params))
+            if i18n.has(exc.key):
+                return Outcome(Status.FAIL, f"{where}: " + i18n.t(exc.key, lang, **exc.params))
+        if isinstance(exc, StudentRaised):
+            if exc.not_implemented:
+                return Outcome(Status.FAIL, i18n.t("not_implemented", lang, where=where))
+            message = exc.message.replace("\n", " ")[:200]
+            return Outcome(
+                Status.FAIL,
+                i18n.t("student_raised", lang, where=where, type=exc.type_name, message=message),
+            )
+        if isinstance(exc, GradeTimeout):
+            seconds = f"{self.lab.grade_timeout:g}"
+            return Outcome(Status.TIMEOUT, i18n.t("grade_timeout", lang, seconds=seconds))
+        if isinstance(exc, WorkerTimeout):
+            seconds = f"{self.lab.call_timeout:g}"
+            return Outcome(Status.TIMEOUT, i18n.t("timeout", lang, where=where, seconds=seconds))
+        if isinstance(exc, WorkerCrashed):
+            detail = exc.detail or _exit_detail(exc.exitcode)
+            return Outcome(Status.ERROR, i18n.t("crashed", lang, where=where, detail=detail))
+        if isinstance(exc, AssertionError):
+            return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
+        return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))
+
+
+def _exit_detail(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "killed"
+    if exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"

@@ -1,0 +1,213 @@
+"""Plain-data messages between the trusted grader and the student's worker.
+
+Nothing here unpickles. Values travel as a JSON tree; arrays, NumPy scalars and bytes
+travel as `.npy` blobs read back with `allow_pickle=False`. Anything else the student
+returns becomes an `opaque` record naming its type, so an object with a lying `__eq__`
+or `__float__` never reaches the trusted side.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+MAX_MESSAGE = 256 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
+MAX_DEPTH = 64
+_LEN = struct.Struct(">Q")
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a well-formed message."""
+
+
+class ChannelClosed(Exception):
+    """The other side closed the channel (for a worker: it exited or died)."""
+
+
+class ChannelTimeout(Exception):
+    """No complete message arrived before the deadline."""
+
+
+# --- values -----------------------------------------------------------------------------
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
+    """Turn `value` into a JSON-able tree, appending binary parts to `blobs`."""
+    if depth > MAX_DEPTH:
+        return {"t": "opaque", "type": "<too deeply nested>"}
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if isinstance(value, bool):  # subclasses keep only their honest base value
+        return bool.__bool__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, complex):
+        return {"t": "complex", "v": [complex.__complex__(value).real, value.imag]}
+    if isinstance(value, np.ndarray | np.generic):
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:
+            return {"t": "opaque", "type": "numpy.ndarray[object]"}
+        blobs.append(_npy(np.asarray(value)))
+        tag = "ndarray" if isinstance(value, np.ndarray) else "npscalar"
+        return {"t": tag, "blob": len(blobs) - 1}
+    if isinstance(value, bytes | bytearray):
+        blobs.append(bytes(value))
+        return {"t": "bytes", "blob": len(blobs) - 1}
+    if isinstance(value, list | tuple):
+        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
+        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
+    if isinstance(value, dict):
+        pairs = [
+            [encode_value(k, blobs, depth + 1), encode_value(v, blobs, depth + 1)]
+            for k, v in dict.items(value)
+        ]
+        return {"t": "dict", "v": pairs}
+    return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
+
+
+class Opaque:
+    """Stands for a student value that could not travel as plain data.
+
+    Every comparison or conversion fails as an assertion, so a grader that meets one
+    marks the check as failed with a message naming the type, never as a pass.
+    """
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object>"
+
+    def _refuse(self, *_: Any) -> Any:
+        raise AssertionError(f"returned a {self.type_name}, which is not a plain value")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __float__ = __int__ = __index__ = __bool__ = __len__ = __iter__ = _refuse
+    __array__ = __getitem__ = __hash__ = _refuse
+
+
+def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
+    """Inverse of `encode_value`; rejects anything not produced by it."""
+    if depth > MAX_DEPTH + 1:
+        raise ProtocolError("value nested too deeply")
+    if tree is None or type(tree) in (bool, int, float, str):
+        return tree
+    if type(tree) is not dict or "t" not in tree:
+        raise ProtocolError("malformed value")
+    tag = tree["t"]
+    try:
+        if tag in ("list", "tuple"):
+            items = [decode_value(item, blobs, depth + 1) for item in tree["v"]]
+            return tuple(items) if tag == "tuple" else items
+        if tag == "dict":
+            return {decode_value(k, blobs, depth + 1): decode_value(v, blobs, depth + 1)
+                    for k, v in tree["v"]}
+        if tag in ("ndarray", "npscalar"):
+            array = np.load(io.BytesIO(blobs[tree["blob"]]), allow_pickle=False)
+            return array if tag == "ndarray" else array[()]
+        if tag == "bytes":
+            return blobs[tree["blob"]]
+        if tag == "complex":
+            return complex(*tree["v"])
+        if tag == "opaque":
+            return Opaque(str(tree["type"]))
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"malformed {tag!r} value: {exc}") from None
+    raise ProtocolError(f"unknown value tag {tag!r}")
+
+
+# --- framing ----------------------------------------------------------------------------
+
+
+def pack(header: dict[str, Any], blobs: list[bytes]) -> bytes:
+    """One message: JSON header (with blob sizes) followed by the blobs."""
+    header = {**header, "blobs": [len(b) for b in blobs]}
+    head = json.dumps(header, allow_nan=True).encode()
+    body = struct.pack(">I", len(head)) + head + b"".join(blobs)
+    return _LEN.pack(len(body)) + body
+
+
+def unpack(body: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    """Split a message body into its header and blobs, checking every size."""
+    try:
+        (head_len,) = struct.unpack_from(">I", body)
+        header = json.loads(body[4 : 4 + head_len])
+        sizes = header.pop("blobs")
+        if type(header) is not dict or not all(type(s) is int and s >= 0 for s in sizes):
+            raise ValueError("bad blob sizes")
+    except (struct.error, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProtocolError(f"malformed message: {exc}") from None
+    blobs, offset = [], 4 + head_len
+    for size in sizes:
+        blobs.append(body[offset : offset + size])
+        offset += size
+    if offset != len(body):
+        raise ProtocolError("message length does not match its blobs")
+    return header, blobs
+
+
+def _wait(fd: int, deadline: float | None, write: bool = False) -> None:
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
+    if left <= 0 or not (ready[1] if write else ready[0]):
+        raise ChannelTimeout()
+
+
+def write_message(
+    fd: int,
+    header: dict[str, Any],
+    blobs: list[bytes] | None = None,
+    deadline: float | None = None,
+) -> None:
+    """Write one message; with a deadline, a reader that stops reading cannot block us."""
+    data = memoryview(pack(header, blobs or []))
+    while data:
+        _wait(fd, deadline, write=True)
+        try:
+            data = data[os.write(fd, data) :]
+        except BlockingIOError:
+            continue
+        except BrokenPipeError:
+            raise ChannelClosed() from None
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks, remaining = [], size
+    while remaining:
+        _wait(fd, deadline)
+        try:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            raise ChannelClosed()
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """Read one message; `deadline` is a `time.monotonic()` value or None to wait."""
+    (size,) = _LEN.unpack(_read_exact(fd, _LEN.size, deadline))
+    if size > MAX_MESSAGE:
+        raise ProtocolError(f"message of {size} bytes is over the limit")
+    return unpack(_read_exact(fd, size, deadline))

@@ -1,0 +1,177 @@
+"""The grader's view of the student's code: calls that travel to a worker as data.
+
+A grader writes `student.safe_mse(a, b)` as if the module were imported; the call is
+sent to a fresh worker for the current check, and what comes back is plain data. An
+exception the student's code raised comes back as a `StudentRaised` that is also an
+instance of the nearest built-in class, so `pytest.raises(ValueError)` reads naturally.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from labkit import protocol
+from labkit.sandbox import Sandbox, Worker, WorkerCrashed, WorkerFailure
+
+
+class StudentRaised(Exception):
+    """The student's code raised; `type_name` and `message` are what it raised."""
+
+    type_name: str = ""
+    message: str = ""
+    where: str = ""
+
+    @property
+    def not_implemented(self) -> bool:
+        return isinstance(self, NotImplementedError)
+
+
+_RAISED_CLASSES: dict[str | None, type[StudentRaised]] = {}
+
+
+def _raised_class(builtin: str | None) -> type[StudentRaised]:
+    if builtin not in _RAISED_CLASSES:
+        base = getattr(builtins, builtin or "", None)
+        if not (isinstance(base, type) and issubclass(base, Exception)) or base is Exception:
+            _RAISED_CLASSES[builtin] = StudentRaised
+        else:
+            _RAISED_CLASSES[builtin] = type(f"Student{builtin}", (StudentRaised, base), {})
+    return _RAISED_CLASSES[builtin]
+
+
+def student_raised(info: dict[str, Any], where: str) -> StudentRaised:
+    """Build the trusted-side exception for what the worker reported."""
+    if not isinstance(info, dict):
+        raise WorkerCrashed(None, "malformed exception report")
+    cls = _raised_class(info.get("builtin") if isinstance(info.get("builtin"), str) else None)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, str(info.get("message", "")))
+    exc.type_name = str(info.get("type", "Exception"))[:100]
+    exc.message = str(info.get("message", ""))
+    exc.where = where
+    return exc
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a call did: its result, its arguments afterwards, and memory facts."""
+
+    result: Any
+    args_after: list[Any]
+    shares: list[bool | None]
+    result_is_arg: list[bool]
+    writeable: bool | None
+
+
+class Session:
+    """The worker of one check, started on first use and stopped at the end.
+
+    After a timeout or crash every later call in the same check fails the same way at
+    once, so a property-based check does not wait out the limit once per example.
+    `broken` is shared across the checks of one grading: a module whose import hangs
+    or kills the worker is not imported again.
+    """
+
+    def __init__(self, sandbox: Sandbox, timeout: float, broken: dict[str, WorkerFailure]) -> None:
+        self.sandbox = sandbox
+        self.timeout = timeout
+        self.broken = broken
+        self.worker: Worker | None = None
+        self.failure: WorkerFailure | None = None
+        self.imported: set[str] = set()
+        self.calls: list[str] = []
+
+    def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
+        if self.failure is not None:
+            raise self.failure
+        key = module or self.sandbox.config.modules[0]
+        if key in self.broken:
+            raise self.broken[key]
+        if key not in self.imported:
+            self._send({"op": "import", "module": key}, [], f"import {key}", key)
+            self.imported.add(key)
+        blobs: list[bytes] = []
+        header = {"op": op, "module": key}
+        for name, value in fields.items():
+            header[name] = protocol.encode_value(value, blobs) if name in ("args", "kwargs") else value
+        return self._send(header, blobs, where)
+
+    def _send(self, header: dict, blobs: list[bytes], where: str, importing: str | None = None) -> Any:
+        if self.worker is None:
+            self.worker = self.sandbox.spawn()
+        self.calls.append(where)
+        try:
+            reply, reply_blobs = self.worker.request(header, blobs, self.timeout)
+        except WorkerFailure as failure:
+            failure.where = where
+            self.failure = failure
+            if importing:
+                self.broken[importing] = failure
+            raise
+        if "raised" in reply:
+            raise student_raised(reply["raised"], where)
+        try:
+            return protocol.decode_value(reply["ok"], reply_blobs)
+        except (KeyError, protocol.ProtocolError) as exc:
+            self.failure = WorkerCrashed(None, f"unreadable reply: {exc}")
+            raise self.failure from None
+
+    def output(self) -> str:
+        return self.worker.output() if self.worker else ""
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+
+class Student:
+    """Attribute access on this object calls the student's functions in the worker."""
+
+    def __init__(self, session: Session, module: str | None = None) -> None:
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_module", module)
+
+    def __repr__(self) -> str:
+        return "<student>"
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):  # keeps tools that probe for dunders/_repr_ away
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._session.request(
+                "call", name, self._module, name=name, args=list(args), kwargs=kwargs
+            )
+
+        call.__name__ = name
+        return call
+
+    def module(self, name: str) -> Student:
+        """The same student, seen through another of the lab's modules."""
+        return Student(self._session, name)
+
+    def value(self, name: str) -> Any:
+        """A module-level value (a constant such as `VIEW_OR_COPY`)."""
+        return self._session.request("value", name, self._module, name=name)
+
+    def probe(self, name: str, *args: Any, where: str | None = None, **kwargs: Any) -> Any:
+        """Run the lab's trusted probe `name` in the worker; it returns plain data.
+
+        `where` names the student function the probe exercises, for messages.
+        """
+        return self._session.request(
+            "probe", where or name, self._module, name=name, args=list(args), kwargs=kwargs
+        )
+
+    def observe(self, name: str, *args: Any, **kwargs: Any) -> Observation:
+        """Call `name` and report memory sharing and mutation of its arguments."""
+        data = self._session.request(
+            "observe", name, self._module, name=name, args=list(args), kwargs=kwargs
+        )
+        try:
+            return Observation(**data)
+        except TypeError:
+            raise WorkerCrashed(None, "malformed observation") from None

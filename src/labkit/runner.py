@@ -1,0 +1,141 @@
+"""Grade one workspace: copy its files aside, start the sandbox, run the graders.
+
+The graders run under pytest in this (trusted) process and never import the student's
+code; the student's modules are imported only by workers in the sandbox. The sandbox
+is started before pytest is imported, so the two start-ups overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from labkit import __version__, i18n, workspace
+from labkit.registry import LabSpec, lab_checks
+from labkit.results import CheckResult, LabResult, Status, total
+from labkit.sandbox import Sandbox, SandboxConfig
+
+ISOLATION = "process"
+
+
+def grade(lab: LabSpec, path: Path, lang: str = "en") -> LabResult:
+    """Grade the workspace at `path`; raises `WorkspaceError` for unusable files."""
+    files = workspace.collect(lab, path)
+    return grade_files(lab, files, lang)
+
+
+def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
+    """Grade already-collected files (the batch grader calls this directly)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
+        workdir = Path(tmp) / "work"
+        workdir.mkdir()
+        workspace.materialize(files, workdir)
+        probes = lab.grader_dir / "probes.py"
+        config = SandboxConfig(
+            workdir=workdir,
+            modules=lab.modules,
+            sys_path=lab.sys_path,
+            probes=probes if probes.is_file() else None,
+        )
+        with Sandbox(config) as sandbox:
+            outcomes = _run_graders(lab, sandbox, lang)
+    return _assemble(lab, files, lang, outcomes, time.monotonic() - started)
+
+
+def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, object]]:
+    import pytest  # imported here so that the sandbox's start-up overlaps it
+
+    from labkit.plugin import GradingPlugin
+
+    plugin = GradingPlugin(lab, lab_checks(lab), sandbox, lang)
+    args = [
+        str(lab.grader_dir),
+        "-c", str(lab.grader_dir.parent / "pytest.ini"),
+        "--rootdir", str(lab.grader_dir),
+        "--confcutdir", str(lab.grader_dir),
+        "--disable-plugin-autoload",
+        "--assert=plain",
+        "-p", "no:cacheprovider",
+        "-p", "no:terminal",
+        "-p", "no:warnings",
+        "-p", "no:logging",
+        "-p", "no:doctest",
+        "-p", "no:junitxml",
+        "-p", "no:pastebin",
+        "-p", "no:nose",
+        "-s",
+    ]
+    saved = os.environ.get("PYTEST_ADDOPTS")
+    os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
+    try:
+        pytest.main(args, plugins=[plugin])
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_ADDOPTS"] = saved
+    return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
+
+
+def _assemble(lab, files, lang, outcomes, duration) -> LabResult:
+    specs = lab_checks(lab)
+    checks: list[CheckResult] = []
+    for check_id, outcome in outcomes:
+        spec = specs.get(check_id)
+        if outcome is None:  # pytest never reported it: treat as a grader error
+            status, message, fraction, output = Status.ERROR, "", 0.0, ""
+        else:
+            status, message, output = outcome.status, outcome.message, outcome.output
+            fraction = outcome.fraction if outcome.fraction is not None else (
+                1.0 if status is Status.PASS else 0.0
+            )
+        checks.append(
+            CheckResult(
+                id=check_id,
+                title=i18n.pick(spec.title, lang),
+                status=status,
+                points=round(spec.points * fraction, 4),
+                max_points=spec.points,
+                message=message,
+                output=output,
+            )
+        )
+    checks = _apply_requirements(specs, checks, lang)
+    score, max_score = total(tuple(checks))
+    status = Status.PASS if all(c.status is Status.PASS for c in checks) else Status.FAIL
+    return LabResult(
+        lab=lab.id,
+        status=status,
+        score=score,
+        max_score=max_score,
+        duration_s=duration,
+        labkit_version=__version__,
+        digest=workspace.digest(files),
+        lang=lang,
+        isolation=ISOLATION,
+        checks=tuple(checks),
+    )
+
+
+def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[CheckResult]:
+    """Zero the checks whose `requires` prefixes are not all passing."""
+    passing = {c.id for c in checks if c.status is Status.PASS}
+    result = []
+    for check in checks:
+        needed = specs.get(check.id).requires
+        unmet = [
+            c.id for c in checks if any(c.id.startswith(p) for p in needed) and c.id not in passing
+        ]
+        if unmet and check.points:
+            check = CheckResult(
+                id=check.id,
+                title=check.title,
+                status=Status.FAIL,
+                points=0.0,
+                max_points=check.max_points,
+                message=i18n.t("requires", lang, checks=", ".join(sorted({u.split('.')[0] for u in unmet}))),
+                output=check.output,
+            )
+        result.append(check)
+    return result
