@@ -29,3 +29,8 @@ def call_without_helpers(student, name, *args):
     finally:
         for owner, attr, original in saved:
             setattr(owner, attr, original)
+
+
+def sliding_windows_strided(student, base, step, window):
+    """`sliding_windows(base[::step], window)`, sliced here: arrays travel contiguous."""
+    return call_without_helpers(student, "sliding_windows", base[::step], window)

@@ -112,14 +112,22 @@ def test_f_strides_matches_numpy(student, shape, itemsize):
 @given(
     hnp.arrays(
         st.sampled_from([np.float64, np.int32, np.int8]),
-        st.integers(1, 30),
+        st.integers(1, 40),
         elements=st.integers(-100, 100),
-    ).flatmap(lambda x: st.tuples(st.just(x), st.integers(1, len(x))))
+    ).flatmap(
+        # strided inputs too: the worker slices base[::step], since arrays travel contiguous
+        lambda base: st.integers(1, 3).flatmap(
+            lambda step: st.tuples(
+                st.just(base), st.just(step), st.integers(1, len(base[::step]))
+            )
+        )
+    )
 )
 def test_sliding_windows_values(student, case):
-    x, window = case
+    base, step, window = case
+    x = base[::step]
     got = as_array(
-        student.probe("call_without_helpers", "sliding_windows", x, window, where="sliding_windows")
+        student.probe("sliding_windows_strided", base, step, window, where="sliding_windows")
     )
     expected = np.stack([x[i : i + window] for i in range(len(x) - window + 1)])
     assert got.shape == expected.shape and got.dtype == x.dtype

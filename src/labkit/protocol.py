@@ -59,6 +59,11 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         return float.__float__(value)
     if isinstance(value, str):
         return str.__str__(value)
+    if value is Ellipsis:
+        return {"t": "ellipsis"}
+    if isinstance(value, slice):  # indexing expressions travel too (lab01)
+        parts = (value.start, value.stop, value.step)
+        return {"t": "slice", "v": [encode_value(p, blobs, depth + 1) for p in parts]}
     if isinstance(value, complex):
         return {"t": "complex", "v": [complex.__complex__(value).real, value.imag]}
     if isinstance(value, np.ndarray | np.generic):
@@ -124,6 +129,10 @@ def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
             return array if tag == "ndarray" else array[()]
         if tag == "bytes":
             return blobs[tree["blob"]]
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag == "slice":
+            return slice(*(decode_value(p, blobs, depth + 1) for p in tree["v"]))
         if tag == "complex":
             return complex(*tree["v"])
         if tag == "opaque":

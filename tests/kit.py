@@ -1,0 +1,67 @@
+"""Helpers shared by the kit's tests: read solutions and stubs, apply mutants, grade."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.registry import LabSpec, catalogue, get_lab
+from labkit.results import LabResult
+from labkit.runner import grade_files
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+
+def solution_files(lab: LabSpec) -> dict[str, bytes]:
+    return {rel: (REPO / "solutions" / lab.id / rel).read_bytes() for rel in lab.files}
+
+
+def stub_files(lab: LabSpec) -> dict[str, bytes]:
+    return {rel: (lab.exercise_dir / rel).read_bytes() for rel in lab.files}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A solution changed by text edits: a mutant (honest bug) or a hostile submission."""
+
+    lab: str
+    name: str
+    breaks: tuple[str, ...]
+    edits: tuple[dict, ...]
+    entry: dict
+
+    def files(self) -> dict[str, bytes]:
+        lab = get_lab(self.lab)
+        files = {rel: data.decode() for rel, data in solution_files(lab).items()}
+        for edit in self.edits:
+            rel = edit.get("file", lab.files[0])
+            text = files[rel]
+            if "replace" in edit:
+                count = text.count(edit["replace"])
+                if count != 1:
+                    raise AssertionError(f"{self.name}: edit text found {count} times in {rel}")
+                text = text.replace(edit["replace"], edit["with"])
+            text = edit.get("prepend", "") + text + edit.get("append", "")
+            files[rel] = text
+        return {rel: text.encode() for rel, text in files.items()}
+
+
+def variants(kind: str) -> list[Variant]:
+    """Every variant under tests/<kind>/<lab>.toml (kind: mutants or hostile)."""
+    found = []
+    for lab in catalogue():
+        path = TESTS / kind / f"{lab.id}.toml"
+        if not path.is_file():
+            continue
+        for entry in tomllib.loads(path.read_text(encoding="utf-8"))[kind[:-1]]:
+            edits = entry.get("edits") or [entry]
+            found.append(
+                Variant(lab.id, entry["name"], tuple(entry.get("breaks", ())), tuple(edits), entry)
+            )
+    return found
+
+
+def grade_variant(variant: Variant, lang: str = "en") -> LabResult:
+    return grade_files(get_lab(variant.lab), variant.files(), lang)

@@ -1,0 +1,61 @@
+"""The course material checks itself: solutions earn full marks, stubs earn zero, and
+every known-buggy variant loses exactly the points of the checks it breaks."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from kit import Variant, grade_variant, solution_files, stub_files, variants
+
+from labkit.registry import catalogue, lab_checks
+from labkit.results import SCHEMA_FILE, LabResult, Status
+from labkit.runner import grade_files
+
+LABS = [lab for lab in catalogue() if lab.grader_dir.is_dir()]
+VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+
+
+def validate(result: LabResult) -> None:
+    VALIDATOR.validate(result.to_dict())
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
+def test_solution_earns_full_marks(lab):
+    result = grade_files(lab, solution_files(lab))
+    validate(result)
+    failing = [(c.id, c.status.value, c.message) for c in result.failed]
+    assert failing == []
+    assert result.score == result.max_score == lab_checks(lab).max_score > 0
+    assert [c.id for c in result.checks] == [c.id for c in lab_checks(lab).checks]
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
+def test_untouched_stub_earns_zero_and_every_check_fails(lab):
+    result = grade_files(lab, stub_files(lab), lang="es")
+    validate(result)
+    assert result.score == 0
+    assert {c.status for c in result.checks} == {Status.FAIL}
+    assert all(c.message for c in result.checks)
+
+
+MUTANTS = variants("mutants")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: f"{m.lab}-{m.name}")
+def test_mutant_loses_exactly_the_checks_it_breaks(mutant: Variant):
+    result = grade_variant(mutant)
+    validate(result)
+    known = {c.id for c in result.checks}
+    assert set(mutant.breaks) <= known, "mutant names a check that does not exist"
+    lost = {c.id for c in result.checks if c.points < c.max_points}
+    assert lost == set(mutant.breaks)
+    for c in result.checks:
+        if c.id in mutant.breaks:
+            assert c.status is not Status.PASS and c.message
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
+def test_each_lab_has_at_least_ten_mutants(lab):
+    assert sum(m.lab == lab.id for m in MUTANTS) >= 10
