@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,20 +43,33 @@ class Fetched:
 
 
 def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
-    """Put the lab's stubs and its README (in `lang`) into `dest`."""
-    backup = None
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        if not force:
-            raise WorkspaceError("workspace_exists", path=str(dest))
-        backup = dest.with_name(f"{dest.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
-        dest.rename(backup)
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel in lab.files:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(lab.exercise_dir / rel, target)
-    shutil.copyfile(lab.readme(lang), dest / "README.md")
-    write_state(dest, {"lab": lab.id, "last": None})
+    """Put the lab's stubs and its README (in `lang`) into `dest`.
+
+    The new workspace is assembled beside `dest` and renamed into place, so a failed
+    fetch leaves nothing half-made behind.
+    """
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())) and not force:
+        raise WorkspaceError("workspace_exists", path=str(dest))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        for rel in lab.files:
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(lab.exercise_dir / rel, target)
+        shutil.copyfile(lab.readme(lang), staging / "README.md")
+        write_state(staging, {"lab": lab.id, "last": None})
+        backup = None
+        if dest.exists():
+            if any(dest.iterdir()) or not dest.is_dir():
+                backup = dest.with_name(f"{dest.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
+                dest.rename(backup)
+            else:
+                dest.rmdir()
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return Fetched(dest, backup)
 
 
