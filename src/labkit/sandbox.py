@@ -106,51 +106,25 @@ class Worker:
         return self.ended
 
 
-class Sandbox:
-    """A zygote process plus the workers it forks; use as a context manager."""
+class Zygote:
+    """The pre-warmed process that forks workers; one can serve many gradings."""
 
-    def __init__(self, config: SandboxConfig) -> None:
-        self.config = config
-        self._scratch = tempfile.TemporaryDirectory(prefix="labkit-out-")
-        self._zygote: subprocess.Popen | None = None
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
         self._control: socket.socket | None = None
         self._ready = False
-        self._count = 0
-
-    def __enter__(self) -> Sandbox:
-        self.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-        self._scratch.cleanup()
 
     def start(self) -> None:
         """Start the zygote without waiting for it, so its imports overlap ours."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        workdir = self.config.workdir
-        config = {
-            "control_fd": theirs.fileno(),
-            "workdir": str(workdir),
-            "modules": list(self.config.modules),
-            "sys_path": [str(workdir / p) for p in self.config.sys_path] or [str(workdir)],
-            "probes": str(self.config.probes) if self.config.probes else None,
-            "limits": self.config.limits,
-        }
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update(
-            HOME=str(workdir),
-            TMPDIR=self._scratch.name,
-            LANG="C.UTF-8",
-            OPENBLAS_NUM_THREADS="1",
-            OMP_NUM_THREADS="1",
-            MKL_NUM_THREADS="1",
-        )
-        self._zygote = subprocess.Popen(
-            [sys.executable, "-I", "-m", "labkit.worker", json.dumps(config)],
+        env.update(LANG="C.UTF-8", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-m", "labkit.worker", str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             env=env,
-            cwd=workdir,
+            cwd="/",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -160,41 +134,104 @@ class Sandbox:
         self._control = ours
         self._ready = False
 
-    def _ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        if not self.alive:
+            self.close()
+            self.start()
         assert self._control is not None
         if not self._ready:
             self._receive()
             self._ready = True
         data = json.dumps(message).encode()
-        if fds:
-            socket.send_fds(self._control, [data], fds)
-        else:
-            self._control.send(data)
+        try:
+            if fds:
+                socket.send_fds(self._control, [data], fds)
+            else:
+                self._control.send(data)
+        except OSError as exc:
+            raise WorkerCrashed(None, f"the sandbox stopped: {exc}") from None
         return self._receive()
 
     def _receive(self) -> dict[str, Any]:
         assert self._control is not None
         self._control.settimeout(30)
         try:
-            data = self._control.recv(4096)
+            data = self._control.recv(65536)
         except OSError as exc:
-            raise WorkerCrashed(None, f"the sandbox did not start: {exc}") from None
+            raise WorkerCrashed(None, f"the sandbox did not answer: {exc}") from None
         if not data:
             raise WorkerCrashed(None, "the sandbox stopped")
         return json.loads(data)
 
+    def close(self) -> None:
+        """Stop the zygote; it kills the workers it still has."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._process.wait()
+            self._process = None
+
+
+class Sandbox:
+    """The workers of one grading; use as a context manager.
+
+    Pass a running `Zygote` to share it across gradings (batch); otherwise the
+    sandbox starts its own and stops it at the end.
+    """
+
+    def __init__(self, config: SandboxConfig, zygote: Zygote | None = None) -> None:
+        self.config = config
+        self._scratch = tempfile.TemporaryDirectory(prefix="labkit-out-")
+        self._own = zygote is None
+        self.zygote = zygote or Zygote()
+        self._count = 0
+
+    def __enter__(self) -> Sandbox:
+        if self._own:
+            self.zygote.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._own:
+            self.zygote.close()
+        self._scratch.cleanup()
+
+    def _job(self) -> dict[str, Any]:
+        workdir = self.config.workdir
+        return {
+            "workdir": str(workdir),
+            "modules": list(self.config.modules),
+            "sys_path": [str(workdir / p) for p in self.config.sys_path] or [str(workdir)],
+            "probes": str(self.config.probes) if self.config.probes else None,
+            "limits": self.config.limits,
+        }
+
     def spawn(self) -> Worker:
         """Fork a fresh worker for one check."""
-        if self._zygote is None or self._zygote.poll() is not None:
-            self.close()
-            self.start()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self._count += 1
         out = Path(self._scratch.name) / f"worker-{self._count}.out"
         out_fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            reply = self._ask({"op": "spawn"}, [req_r, rep_w, out_fd])
+            reply = self.zygote.ask({"op": "spawn", "job": self._job()}, [req_r, rep_w, out_fd])
+        except BaseException:
+            for fd in (req_w, rep_r):
+                os.close(fd)
+            raise
         finally:
             for fd in (req_r, rep_w, out_fd):
                 os.close(fd)
@@ -204,23 +241,6 @@ class Sandbox:
 
     def stop_worker(self, pid: int) -> dict[str, Any]:
         try:
-            return self._ask({"op": "stop", "pid": pid})
+            return self.zygote.ask({"op": "stop", "pid": pid})
         except (OSError, WorkerCrashed):
             return {"killed": True, "exitcode": None}
-
-    def close(self) -> None:
-        """Stop the zygote and everything it started."""
-        if self._control is not None:
-            self._control.close()
-            self._control = None
-        if self._zygote is not None:
-            try:
-                self._zygote.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(self._zygote.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._zygote.wait()
-            self._zygote = None

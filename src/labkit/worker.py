@@ -1,6 +1,6 @@
 """The untrusted side: a zygote that forks one worker per check.
 
-Runs as `python -I -m labkit.worker CONFIG_JSON` inside the sandbox. The zygote imports
+Runs as `python -I -m labkit.worker CONTROL_FD` inside the sandbox. The zygote imports
 NumPy and the lab's trusted probes once, never the student's code; for each check the
 grader sends it a pair of pipes over a Unix socket, and it forks a worker that imports
 the student's modules and answers calls with plain data (see `protocol`). Forking after
@@ -140,17 +140,21 @@ def _apply_limits(limits: dict[str, int]) -> None:
         _limit(name, int(value))
 
 
-def _child(config: dict[str, Any], probes: Any, rfd: int, wfd: int, ofd: int) -> None:
-    """In the forked worker: detach, limit, then serve until the grader hangs up."""
+def _child(job: dict[str, Any], probes: Any, rfd: int, wfd: int, ofd: int) -> None:
+    """In the forked worker: detach, move into the job's files, limit, then serve."""
     os.setsid()
     os.dup2(ofd, 1)
     os.dup2(ofd, 2)
     os.close(ofd)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    _apply_limits(config.get("limits", {}))
+    os.chdir(job["workdir"])
+    os.environ["HOME"] = job["workdir"]
+    for path in reversed(job["sys_path"]):
+        sys.path.insert(0, path)
+    _apply_limits(job.get("limits", {}))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    Worker(config["modules"], probes).serve(rfd, wfd)
+    Worker(job["modules"], probes).serve(rfd, wfd)
 
 
 def _reap(workers: dict[int, int | None]) -> None:
@@ -182,18 +186,19 @@ def _stop(pid: int, workers: dict[int, int | None]) -> dict[str, Any]:
     }
 
 
-def zygote(config: dict[str, Any]) -> None:
-    """Fork workers on request until the control socket closes."""
-    control = socket.socket(fileno=config["control_fd"])
-    probes = _load_probes(config.get("probes"))
-    for path in reversed(config["sys_path"]):
-        sys.path.insert(0, path)
-    os.chdir(config["workdir"])
+def zygote(control_fd: int) -> None:
+    """Fork workers on request until the control socket closes.
+
+    Each spawn request names its job (files, modules, probes, limits), so one zygote
+    can serve many gradings; probe modules are loaded here once, before any fork.
+    """
+    control = socket.socket(fileno=control_fd)
+    probes: dict[str, Any] = {}
     workers: dict[int, int | None] = {}
     control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     while True:
         fds = array.array("i")
-        message, ancillary, _, _ = control.recvmsg(4096, socket.CMSG_LEN(3 * fds.itemsize))
+        message, ancillary, _, _ = control.recvmsg(65536, socket.CMSG_LEN(3 * fds.itemsize))
         if not message:
             break
         for level, kind, data in ancillary:
@@ -202,11 +207,14 @@ def zygote(config: dict[str, Any]) -> None:
         request = json.loads(message)
         _reap(workers)
         if request["op"] == "spawn":
+            job = request["job"]
+            if job.get("probes") and job["probes"] not in probes:
+                probes[job["probes"]] = _load_probes(job["probes"])
             pid = os.fork()
             if pid == 0:
                 control.close()
                 try:
-                    _child(config, probes, *fds)
+                    _child(job, probes.get(job.get("probes")), *fds)
                 except BaseException:  # noqa: BLE001 - the worker must never return to the loop
                     traceback.print_exc()
                 finally:
@@ -225,8 +233,7 @@ def zygote(config: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
-    zygote(config)
+    zygote(int(sys.argv[1]))
 
 
 if __name__ == "__main__":
