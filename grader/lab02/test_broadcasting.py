@@ -44,7 +44,8 @@ def test_safe_mse_aligned_pairs(student):
 
 @check("safe_mse.rejects_mismatched_lengths")
 def test_safe_mse_rejects_mismatched_lengths(student):
-    for a, b in [(np.ones(4), np.ones(5)), (np.ones((3, 1)), np.ones(2)), (np.ones(2), np.ones((7, 1)))]:
+    cases = [(np.ones(4), np.ones(5)), (np.ones((3, 1)), np.ones(2)), (np.ones(2), np.ones((7, 1)))]
+    for a, b in cases:
         _expect_value_error(lambda a=a, b=b: student.safe_mse(a, b), a.shape, b.shape)
 
 
@@ -62,7 +63,9 @@ def test_safe_mse_rejects_bad_shapes(student):
 
 
 def _broadcast(student, *shapes):
-    return student.probe("call_without_helpers", "broadcast_shape", *shapes, where="broadcast_shape")
+    return student.probe(
+        "call_without_helpers", "broadcast_shape", *shapes, where="broadcast_shape"
+    )
 
 
 @check("broadcast_shape.matches_numpy")
@@ -83,7 +86,10 @@ def test_broadcast_shape_matches_numpy(student, case):
 def test_broadcast_shape_rejects_incompatible(student):
     assert _broadcast(student) == ()
     assert _broadcast(student, (0,), (1,)) == (0,)
-    for shapes in [((3,), (4,)), ((2, 1), (8, 4, 3)), ((5, 1, 2), (1, 3, 2), (5, 3, 4)), ((0,), (2,))]:
+    incompatible = [
+        ((3,), (4,)), ((2, 1), (8, 4, 3)), ((5, 1, 2), (1, 3, 2), (5, 3, 4)), ((0,), (2,))
+    ]
+    for shapes in incompatible:
         with pytest.raises(ValueError):
             _broadcast(student, *shapes)
 
@@ -146,6 +152,7 @@ def test_sliding_windows_zero_copy_readonly(student):
 
 @check("sliding_windows.rejects_bad_input")
 def test_sliding_windows_rejects_bad_input(student):
-    for x, window in [(np.arange(5.0), 0), (np.arange(5.0), 6), (np.ones((3, 3)), 2), (np.arange(4), -1)]:
+    cases = [(np.arange(5.0), 0), (np.arange(5.0), 6), (np.ones((3, 3)), 2), (np.arange(4), -1)]
+    for x, window in cases:
         with pytest.raises(ValueError):
             student.sliding_windows(x, window)

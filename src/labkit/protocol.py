@@ -175,9 +175,9 @@ def unpack(body: bytes) -> tuple[dict[str, Any], list[bytes]]:
 def _wait(fd: int, deadline: float | None, write: bool = False) -> None:
     if deadline is None:
         return
-    left = deadline - time.monotonic()
+    left = max(0.0, deadline - time.monotonic())
     ready = select.select([], [fd], [], left) if write else select.select([fd], [], [], left)
-    if left <= 0 or not (ready[1] if write else ready[0]):
+    if not (ready[1] if write else ready[0]):
         raise ChannelTimeout()
 
 

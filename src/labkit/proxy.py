@@ -75,7 +75,9 @@ class Session:
     or kills the worker is not imported again.
     """
 
-    def __init__(self, sandbox: Sandbox, timeout: float, broken: dict[str, WorkerFailure]) -> None:
+    def __init__(
+        self, sandbox: Sandbox, timeout: float, broken: dict[str, WorkerFailure]
+    ) -> None:
         self.sandbox = sandbox
         self.timeout = timeout
         self.broken = broken
@@ -96,10 +98,14 @@ class Session:
         blobs: list[bytes] = []
         header = {"op": op, "module": key}
         for name, value in fields.items():
-            header[name] = protocol.encode_value(value, blobs) if name in ("args", "kwargs") else value
+            if name in ("args", "kwargs"):
+                value = protocol.encode_value(value, blobs)
+            header[name] = value
         return self._send(header, blobs, where)
 
-    def _send(self, header: dict, blobs: list[bytes], where: str, importing: str | None = None) -> Any:
+    def _send(
+        self, header: dict, blobs: list[bytes], where: str, importing: str | None = None
+    ) -> Any:
         if self.worker is None:
             self.worker = self.sandbox.spawn()
         self.calls.append(where)

@@ -46,7 +46,9 @@ class LabSpec:
     def readme(self, lang: str) -> Path:
         """The README in `lang`, falling back to English."""
         localized = self.exercise_dir / f"README.{lang}.md"
-        return localized if lang != "en" and localized.is_file() else self.exercise_dir / "README.md"
+        if lang != "en" and localized.is_file():
+            return localized
+        return self.exercise_dir / "README.md"
 
 
 def data_root() -> Path:

@@ -24,10 +24,11 @@ def table(result: LabResult) -> str:
                                          "header_message")]
     rows = []
     for c in result.checks:
-        message = c.message if len(c.message) <= MAX_MESSAGE else c.message[: MAX_MESSAGE - 1] + "…"
-        rows.append(
-            [c.id, i18n.t(f"status_{c.status.value}", lang), f"{c.points:g}/{c.max_points:g}", message]
-        )
+        message = c.message
+        if len(message) > MAX_MESSAGE:
+            message = message[: MAX_MESSAGE - 1] + "…"
+        status = i18n.t(f"status_{c.status.value}", lang)
+        rows.append([c.id, status, f"{c.points:g}/{c.max_points:g}", message])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     lines = [f"{result.lab}", _row(header, widths), _row(["-" * w for w in widths], widths)]
     lines += [_row(r, widths) for r in rows]

@@ -1,0 +1,74 @@
+"""How long a student waits for `labkit grade`, against a floor measured in the same run.
+
+The floor is the cheapest possible pytest run that touches NumPy: `python -m pytest -q`
+on a one-test file that imports numpy. Each lab's figure is the median wall time of the
+whole `labkit grade LAB` process on the reference solution. Runs alternate between the
+floor and the labs so that machine noise hits both alike; compare the ratios.
+
+    python benchmarks/grade_latency.py [--runs 7] [--labs lab01,lab02]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from labkit.registry import catalogue  # noqa: E402
+
+TARGETS = {"lab03": ("seconds", 20.0)}  # other labs: ratio to the floor
+RATIO_TARGET = 1.5
+FLOOR_TEST = "import numpy\n\n\ndef test_one():\n    assert numpy.zeros(3).sum() == 0\n"
+
+
+def wall(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--labs", default=",".join(lab.id for lab in catalogue()))
+    args = parser.parse_args()
+    labs = [lab for lab in catalogue() if lab.id in args.labs.split(",")]
+    labkit = shutil.which("labkit") or sys.exit("labkit is not installed (pip install .)")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "test_floor.py").write_text(FLOOR_TEST)
+        for lab in labs:
+            shutil.copytree(REPO / "solutions" / lab.id, root / lab.id)
+        floor_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     "test_floor.py"]
+        times: dict[str, list[float]] = {"floor": [], **{lab.id: [] for lab in labs}}
+        wall(floor_cmd, root)  # warm the file cache once
+        for _ in range(args.runs):
+            times["floor"].append(wall(floor_cmd, root))
+            for lab in labs:
+                times[lab.id].append(wall([labkit, "grade", lab.id], root))
+    floor = statistics.median(times["floor"])
+    print(f"floor (pytest -q, one test importing numpy): median {floor:.3f} s "
+          f"over {args.runs} runs")
+    for lab in labs:
+        median = statistics.median(times[lab.id])
+        kind, target = TARGETS.get(lab.id, ("ratio", RATIO_TARGET))
+        if kind == "ratio":
+            verdict = "ok" if median / floor <= target else "over target"
+            print(f"{lab.id}: median {median:.3f} s = {median / floor:.2f}x floor "
+                  f"(target <= {target}x: {verdict})")
+        else:
+            verdict = "ok" if median <= target else "over target"
+            print(f"{lab.id}: median {median:.3f} s (target < {target:g} s: {verdict})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""The student commands, through click's CliRunner and (a few) the real executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+from kit import REPO
+
+from labkit.cli import main
+from labkit.results import SCHEMA_FILE
+
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, env: dict | None = None):
+        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def one_error_line(result) -> str:
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("labkit: "), result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_list_shows_every_lab_and_progress(run, tmp_path):
+    out = run("list").output
+    for lab in ("lab01", "lab02", "lab03", "lab04"):
+        assert lab in out
+    assert out.count("not fetched") == 4
+    run("fetch", "lab02")
+    assert "fetched, not graded" in run("list").output
+
+
+def test_fetch_puts_stubs_and_readme_in_the_chosen_language(run, tmp_path):
+    result = run("fetch", "lab02", "--lang", "es")
+    assert result.exit_code == 0
+    assert "labkit grade lab02" in result.output
+    assert (tmp_path / "lab02" / "broadcasting.py").read_text() == (
+        REPO / "exercises" / "lab02" / "broadcasting.py"
+    ).read_text()
+    assert "Laboratorio 02" in (tmp_path / "lab02" / "README.md").read_text()
+
+
+def test_fetch_never_overwrites_without_force(run, tmp_path):
+    run("fetch", "lab02")
+    work = tmp_path / "lab02" / "broadcasting.py"
+    work.write_text("# my edits\n")
+    result = run("fetch", "lab02")
+    assert result.exit_code == 2
+    assert "--force" in one_error_line(result)
+    assert work.read_text() == "# my edits\n"
+    forced = run("fetch", "lab02", "--force")
+    assert forced.exit_code == 0
+    backups = list(tmp_path.glob("lab02.backup-*"))
+    assert len(backups) == 1
+    assert (backups[0] / "broadcasting.py").read_text() == "# my edits\n"
+    assert "raise NotImplementedError" in work.read_text()
+
+
+@pytest.mark.parametrize("command", ["fetch", "grade", "hint"])
+def test_unknown_lab_suggests_the_closest(run, command):
+    result = run(command, "lab2")
+    assert result.exit_code == 2
+    assert "did you mean 'lab02'" in one_error_line(result)
+
+
+def test_grade_without_workspace_or_file_is_one_line_exit_2(run, tmp_path):
+    result = run("grade", "lab02")
+    assert result.exit_code == 2
+    assert "labkit fetch lab02" in one_error_line(result)
+    run("fetch", "lab02")
+    (tmp_path / "lab02" / "broadcasting.py").unlink()
+    result = run("grade", "lab02")
+    assert result.exit_code == 2
+    assert "broadcasting.py" in one_error_line(result)
+
+
+def test_grade_stub_fails_with_table_and_hints(run, tmp_path):
+    run("fetch", "lab02")
+    result = run("grade", "lab02")
+    assert result.exit_code == 1
+    assert "not implemented yet" in result.output
+    assert "Total: 0 / 14 points" in result.output
+    hints = run("hint", "lab02")
+    assert hints.exit_code == 0
+    assert "safe_mse.aligned_pairs" in hints.output and "as_strided" in hints.output
+    one = run("hint", "lab02", "c_strides.matches_numpy")
+    assert "c_strides.matches_numpy" in one.output and "safe_mse" not in one.output
+    bad = run("hint", "lab02", "no.such_check")
+    assert bad.exit_code == 2 and "no.such_check" in one_error_line(bad)
+
+
+def test_hint_before_any_grade_is_an_error(run):
+    run("fetch", "lab02")
+    result = run("hint", "lab02")
+    assert result.exit_code == 2
+    assert "labkit grade lab02" in one_error_line(result)
+
+
+def test_grade_json_is_only_the_document_and_valid(run, tmp_path):
+    run("fetch", "lab02")
+    shutil.copy(REPO / "solutions" / "lab02" / "broadcasting.py", tmp_path / "lab02")
+    result = run("grade", "lab02", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.output)  # nothing but the document on stdout
+    jsonschema.validate(document, SCHEMA)
+    assert document["status"] == "pass" and document["score"] == document["max_score"]
+    assert document["digest"].startswith("sha256:")
+
+
+def test_language_follows_the_locale_and_the_option(run):
+    run("fetch", "lab02")
+    spanish = run("grade", "lab02", env={"LANG": "es_ES.UTF-8"})
+    assert "aún no está implementada" in spanish.output and "puntos" in spanish.output
+    english = run("grade", "lab02", "--lang", "en", env={"LANG": "es_ES.UTF-8"})
+    assert "not implemented yet" in english.output
+
+
+def test_real_executable_end_to_end(tmp_path):
+    """The installed console script, in a subprocess, from a folder outside the repo."""
+    labkit = shutil.which("labkit") or pytest.skip("labkit console script not installed")
+    env = {**os.environ, "LANG": "C.UTF-8"}
+    subprocess.run([labkit, "fetch", "lab02"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)
+    graded = subprocess.run([labkit, "grade", "lab02", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert graded.returncode == 1
+    assert json.loads(graded.stdout)["score"] == 0
+    bad = subprocess.run([labkit, "grade", "nope"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
+    module = subprocess.run([sys.executable, "-m", "labkit", "--version"],
+                            capture_output=True, text=True, check=True)
+    assert "labkit" in module.stdout

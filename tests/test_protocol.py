@@ -1,0 +1,107 @@
+"""Values cross the process boundary as plain data, and nothing else gets through."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from labkit import protocol
+from labkit.protocol import Opaque, ProtocolError
+
+
+def roundtrip(value):
+    blobs: list[bytes] = []
+    tree = protocol.encode_value(value, blobs)
+    header, got_blobs = protocol.unpack(protocol.pack({"v": tree}, blobs)[8:])
+    return protocol.decode_value(header["v"], got_blobs)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 3, -2**70, 1.5, float("inf"), "héllo", b"\x00\x01", 2 + 3j, [1, [2]],
+     (1, (2.0, None)), {"a": 1, 2: (3,)}, slice(1, None, -2), Ellipsis,
+     (0, slice(None), None, ...)],
+)
+def test_plain_values_roundtrip(value):
+    assert roundtrip(value) == value
+    assert type(roundtrip(value)) is type(value)
+
+
+def test_arrays_and_numpy_scalars_keep_dtype_shape_and_values():
+    for array in [np.arange(6, dtype=np.int8).reshape(2, 3), np.ones((0, 3)), np.array(2.5),
+                  np.arange(10.0)[::3], np.asfortranarray(np.eye(3, dtype=np.float32))]:
+        got = roundtrip(array)
+        assert type(got) is np.ndarray and got.dtype == array.dtype
+        assert got.shape == array.shape and np.array_equal(got, array)
+    scalar = roundtrip(np.float32(1.25))
+    assert type(scalar) is np.float32 and scalar == np.float32(1.25)
+
+
+def test_liars_and_unknown_objects_arrive_opaque():
+    class Liar:
+        def __eq__(self, other):
+            return True
+
+    class Sub(float):
+        def __eq__(self, other):
+            return True
+
+    assert isinstance(roundtrip(Liar()), Opaque)
+    got = roundtrip(Sub(2.0))
+    assert type(got) is float and got == 2.0 and got != 3.0  # only the honest value travels
+    assert isinstance(roundtrip(np.array([object()], dtype=object)), Opaque)
+    with pytest.raises(AssertionError):
+        float(roundtrip(Liar()))
+    with pytest.raises(AssertionError):
+        assert roundtrip(Liar()) == 1
+
+
+def test_ndarray_subclass_travels_as_plain_array():
+    class Weird(np.ndarray):
+        def __eq__(self, other):
+            return True
+
+    got = roundtrip(np.arange(3.0).view(Weird))
+    assert type(got) is np.ndarray and not np.array_equal(got, [9, 9, 9])
+
+
+def test_pickled_arrays_are_refused():
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(ProtocolError):
+        protocol.decode_value({"t": "ndarray", "blob": 0}, [buffer.getvalue()])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"\x00\x00\x00\x05{}", struct.pack(">I", 2) + b"{}",
+     struct.pack(">I", 13) + b'{"blobs":[5]}' + b"abc"],
+)
+def test_malformed_messages_are_refused(body):
+    with pytest.raises(ProtocolError):
+        protocol.unpack(body)
+
+
+@pytest.mark.parametrize("tree", [{"t": "pickle"}, {"x": 1}, [1, 2], {"t": "ndarray"}])
+def test_malformed_values_are_refused(tree):
+    with pytest.raises(ProtocolError):
+        protocol.decode_value(tree, [])
+
+
+def test_read_message_times_out_and_sees_eof():
+    r, w = os.pipe()
+    try:
+        with pytest.raises(protocol.ChannelTimeout):
+            protocol.read_message(r, deadline=0)
+        os.write(w, struct.pack(">Q", 1 << 40))
+        with pytest.raises(ProtocolError):
+            protocol.read_message(r)
+    finally:
+        os.close(w)
+    with pytest.raises(protocol.ChannelClosed):
+        protocol.read_message(r)
+    os.close(r)
