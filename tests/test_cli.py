@@ -150,3 +150,27 @@ def test_real_executable_end_to_end(tmp_path):
     module = subprocess.run([sys.executable, "-m", "labkit", "--version"],
                             capture_output=True, text=True, check=True)
     assert "labkit" in module.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["grade"], "Missing argument 'LAB'"), (["grade", "lab02", "--bogus"], "--bogus"),
+     (["fetch", "lab02", "--lang", "fr"], "--lang")],
+)
+def test_usage_errors_are_one_line_exit_2(run, args, needle):
+    result = run(*args)
+    assert result.exit_code == 2
+    assert needle in one_error_line(result)
+
+
+def test_unexpected_failures_are_one_line_unless_debugging(run, monkeypatch):
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr("labkit.registry.catalogue", boom)
+    result = run("list")
+    assert result.exit_code == 2
+    assert "internal error: RuntimeError: disk on fire" in one_error_line(result)
+    monkeypatch.setenv("LABKIT_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        run("list")

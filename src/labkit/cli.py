@@ -7,9 +7,10 @@ Exit codes: 0 success (for `grade`: every check passes), 1 a grade with a failin
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -50,7 +51,31 @@ def workspace_error(exc: workspace.WorkspaceError, lang: str) -> NoReturn:
     die(i18n.t(exc.key, lang, **exc.params))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineErrors(click.Group):
+    """Usage errors and unexpected failures end in one line on stderr, never a traceback.
+
+    Set LABKIT_DEBUG=1 to see the traceback of an unexpected failure.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help())
+            sys.exit(2)
+        except click.ClickException as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
+            die(f"{exc.format_message()}{hint}")
+        except click.Abort:
+            die("aborted")
+        except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            if os.environ.get("LABKIT_DEBUG"):
+                raise
+            die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="labkit")
 def main() -> None:
     """Auto-graded NumPy systems labs: fetch a lab, edit it, grade it."""
