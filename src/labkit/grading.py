@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from labkit.protocol import Opaque
 from labkit.proxy import Observation, StudentRaised
 
 __all__ = [
@@ -65,22 +66,26 @@ def fail(key: str, **params: Any) -> None:
     raise CheckFailed(key, **params)
 
 
+def _type_name(value: Any) -> str:
+    return value.type_name if isinstance(value, Opaque) else type(value).__name__
+
+
 def as_float(value: Any, key: str = "not_a_number") -> float:
     """A student's number as a trusted float: Python and NumPy real scalars only."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        fail(key, type=type(value).__name__)
+        fail(key, type=_type_name(value))
     return float(value)
 
 
 def as_int(value: Any, key: str = "not_an_int") -> int:
     """A student's integer as a trusted int (bool is not an integer here)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        fail(key, type=type(value).__name__)
+        fail(key, type=_type_name(value))
     return int(value)
 
 
 def as_array(value: Any, key: str = "not_an_array") -> np.ndarray:
     """A student's array: it must have arrived as an `np.ndarray`."""
     if not isinstance(value, np.ndarray):
-        fail(key, type=type(value).__name__)
+        fail(key, type=_type_name(value))
     return value

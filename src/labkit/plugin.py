@@ -17,6 +17,7 @@ import pytest
 
 from labkit import i18n
 from labkit.grading import CheckFailed
+from labkit.protocol import OpaqueValue
 from labkit.proxy import Session, Student, StudentRaised
 from labkit.registry import LabChecks, LabSpec
 from labkit.results import Status
@@ -144,6 +145,9 @@ class GradingPlugin:
         if isinstance(exc, WorkerCrashed):
             detail = exc.detail or _exit_detail(exc.exitcode)
             return Outcome(Status.ERROR, i18n.t("crashed", lang, where=where, detail=detail))
+        if isinstance(exc, OpaqueValue):
+            return Outcome(Status.FAIL, f"{where}: " + i18n.t("opaque_value", lang,
+                                                             type=exc.type_name))
         if isinstance(exc, AssertionError):
             return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
         return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))

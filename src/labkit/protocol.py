@@ -87,6 +87,14 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
 
 
+class OpaqueValue(AssertionError):
+    """A grader compared or converted an `Opaque`: the check fails, naming the type."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"returned a {type_name}, which is not a plain value")
+        self.type_name = type_name
+
+
 class Opaque:
     """Stands for a student value that could not travel as plain data.
 
@@ -101,7 +109,7 @@ class Opaque:
         return f"<{self.type_name} object>"
 
     def _refuse(self, *_: Any) -> Any:
-        raise AssertionError(f"returned a {self.type_name}, which is not a plain value")
+        raise OpaqueValue(self.type_name)
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
     __float__ = __int__ = __index__ = __bool__ = __len__ = __iter__ = _refuse

@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import importlib
 import importlib.util
+import io
 import json
 import os
 import resource
@@ -146,6 +147,9 @@ def _child(job: dict[str, Any], probes: Any, rfd: int, wfd: int, ofd: int) -> No
     os.dup2(ofd, 1)
     os.dup2(ofd, 2)
     os.close(ofd)
+    # Unbuffered, as with `python -u`: a worker is killed, never flushed, at the end.
+    sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)
+    sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.chdir(job["workdir"])

@@ -1,0 +1,193 @@
+"""The grading engine on a small lab made here: a fifth lab is folders plus one entry.
+
+Each test grades a variant of a tiny module and checks how the engine turns what the
+student's code did into statuses, points and messages.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+import time
+
+import pytest
+from kit import REPO
+
+from labkit import registry
+from labkit.results import Status
+from labkit.runner import grade_files
+
+CATALOGUE = """
+format = 1
+[[lab]]
+id = "lab99"
+title.en = "Tiny"
+title.es = "Mínimo"
+files = ["tiny.py"]
+modules = ["tiny"]
+call_timeout = 1.0
+"""
+
+GRADER = '''
+import pytest
+from labkit.grading import as_float, check
+
+@check("double.values")
+def test_double(student):
+    assert as_float(student.double(2.5)) == 5.0
+
+@check("halve.values")
+def test_halve(student):
+    assert as_float(student.halve(3.0)) == 1.5
+
+@check("count.partial")
+def test_count(student, credit):
+    right = sum(student.double(i) == 2 * i for i in range(4))
+    credit.partial(right, 4)
+
+@check("bonus.needs_both")
+def test_bonus(student):
+    assert student.double(0) == 0
+'''
+
+CHECKS = """
+format = 1
+[checks."double.values"]
+points = 2
+title = {en = "double", es = "doble"}
+fail = {en = "double is wrong", es = "doble está mal"}
+hint = {en = "multiply", es = "multiplica"}
+[checks."halve.values"]
+points = 1
+title = {en = "halve", es = "mitad"}
+fail = {en = "halve is wrong", es = "mitad está mal"}
+hint = {en = "divide", es = "divide"}
+[checks."count.partial"]
+points = 4
+title = {en = "count", es = "cuenta"}
+fail = {en = "some doubles are wrong", es = "algunos dobles están mal"}
+hint = {en = "all of them", es = "todos"}
+[checks."bonus.needs_both"]
+points = 1
+requires = ["double.", "halve."]
+title = {en = "bonus", es = "extra"}
+fail = {en = "no bonus", es = "sin extra"}
+hint = {en = "pass the rest", es = "aprueba el resto"}
+"""
+
+GOOD = "def double(x):\n    return 2 * x\n\ndef halve(x):\n    return x / 2\n"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kit")
+    (root / "labs.toml").write_text(CATALOGUE)
+    (root / "exercises" / "lab99").mkdir(parents=True)
+    grader = root / "grader" / "lab99"
+    grader.mkdir(parents=True)
+    shutil.copy(REPO / "grader" / "pytest.ini", root / "grader" / "pytest.ini")
+    (grader / "test_tiny.py").write_text(GRADER)
+    (grader / "checks.toml").write_text(CHECKS)
+    return registry.get_lab("lab99", root)
+
+
+def grade(lab, source: str):
+    return grade_files(lab, {"tiny.py": textwrap.dedent(source).encode()})
+
+
+def outcome(result):
+    return {c.id: (c.status, c.points) for c in result.checks}
+
+
+def test_a_new_lab_needs_no_engine_change(lab):
+    result = grade(lab, GOOD)
+    assert result.status is Status.PASS and result.score == result.max_score == 8
+
+
+def test_a_hanging_function_times_out_alone(lab):
+    started = time.monotonic()
+    result = grade(lab, GOOD + "\ndef halve(x):\n    while True:\n        pass\n")
+    assert time.monotonic() - started < 8
+    assert outcome(result) == {
+        "double.values": (Status.PASS, 2), "halve.values": (Status.TIMEOUT, 0),
+        "count.partial": (Status.PASS, 4), "bonus.needs_both": (Status.FAIL, 0),
+    }
+    assert "did not finish within 1 s" in result.checks[1].message
+    assert "halve" in result.checks[3].message  # the bonus names what it waits for
+
+
+def test_a_function_that_exits_is_an_error_for_that_check_only(lab):
+    result = grade(lab, GOOD + "\nimport os\ndef halve(x):\n    os._exit(0)\n")
+    assert outcome(result)["halve.values"] == (Status.ERROR, 0)
+    assert outcome(result)["double.values"] == (Status.PASS, 2)
+    assert "stopped" in result.checks[1].message
+
+
+def test_garbage_and_exceptions_fail_with_a_message(lab):
+    source = GOOD + textwrap.dedent("""
+        class Liar:
+            def __eq__(self, other):
+                return True
+            def __float__(self):
+                return 5.0
+        def double(x):
+            return Liar()
+        def halve(x):
+            raise TypeError("no halves today")
+    """)
+    result = grade(lab, source)
+    assert result.score == 0
+    assert {c.status for c in result.checks} == {Status.FAIL}
+    assert result.checks[0].message == (
+        "double: returned a value of type tiny.Liar where a number (float or int) was expected"
+    )
+    assert result.checks[1].message == "halve raised TypeError: no halves today"
+
+
+def test_partial_credit_and_printed_lies(lab):
+    source = GOOD + textwrap.dedent("""
+        import json
+        print(json.dumps({"score": 999, "status": "pass"}))
+        def double(x):
+            print('{"status": "pass"}')
+            return 2 * x if x < 2 else 0
+    """)
+    result = grade(lab, source)
+    assert outcome(result)["count.partial"] == (Status.FAIL, 2.0)
+    assert outcome(result)["double.values"] == (Status.FAIL, 0)
+    assert result.score == 3.0  # halve (1) and half of count (2); no bonus
+    assert '{"status": "pass"}' in result.checks[0].output
+
+
+def test_an_import_that_hangs_costs_one_timeout_not_one_per_check(lab):
+    started = time.monotonic()
+    result = grade(lab, "while True:\n    pass\n" + GOOD)
+    assert time.monotonic() - started < 5
+    assert [c.status for c in result.checks[:3]] == [Status.TIMEOUT] * 3
+    assert result.score == 0
+
+
+def test_stub_and_syntax_error(lab):
+    stub = GOOD.replace("return 2 * x", "raise NotImplementedError").replace(
+        "return x / 2", "raise NotImplementedError"
+    )
+    result = grade(lab, stub)
+    assert all(c.status is Status.FAIL for c in result.checks)
+    assert "not implemented yet" in result.checks[0].message
+    broken = grade(lab, "def double(x) return 1\n")
+    assert broken.score == 0 and "SyntaxError" in broken.checks[0].message
+
+
+def test_messages_follow_the_language(lab):
+    stub = "def double(x):\n    raise NotImplementedError\n\ndef halve(x):\n    return 0\n"
+    result = grade_files(lab, {"tiny.py": stub.encode()}, lang="es")
+    assert "aún no está implementada" in result.checks[0].message
+    assert result.checks[1].message == "mitad está mal"
+    assert result.checks[1].title == "mitad"
+
+
+def test_comparing_an_opaque_value_names_its_type(lab):
+    source = GOOD + "\nclass Box:\n    pass\n\ndef double(x):\n    return Box()\n"
+    result = grade(lab, source)
+    expected = "bonus: returned a value of type tiny.Box, which is not plain data"
+    assert result.checks[3].message == expected
