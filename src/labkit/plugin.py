@@ -148,7 +148,7 @@ class GradingPlugin:
         if isinstance(exc, OpaqueValue):
             return Outcome(Status.FAIL, f"{where}: " + i18n.t("opaque_value", lang,
                                                              type=exc.type_name))
-        if isinstance(exc, AssertionError):
+        if isinstance(exc, AssertionError | pytest.fail.Exception):  # incl. pytest.raises
             return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
         return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))
 
