@@ -1,0 +1,88 @@
+"""Lab 03 -- vectorisation and the cost model.
+
+A Python loop over an array turns every element into a Python object before it can do
+arithmetic with it; one NumPy call does the same maths in compiled code straight over
+the array's buffer. Here you write both versions of one sum, time them honestly, put a
+number on the gap, find the slow function of a program with a profiler, and plot it.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+import numpy as np  # noqa: E402
+
+
+def sum_squares_loop(arr: np.ndarray) -> float:
+    """Sum of the squares of every element of `arr` (any shape), one element at a time.
+
+    The slow way, on purpose: each step of the `for` loop boxes one element into a
+    Python object and runs a handful of bytecodes on it. That per-element cost is what
+    the rest of the lab measures.
+    """
+    raise NotImplementedError
+
+
+def sum_squares_vectorized(arr: np.ndarray) -> float:
+    """The same sum in NumPy calls, with no Python loop over the elements.
+
+    The interpreter is paid once per call instead of once per element. Accumulate in
+    float64: squaring integers in their own dtype can overflow, and the loop version
+    adds in double precision too, so the two agree.
+    """
+    raise NotImplementedError
+
+
+def best_time(
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = 5,
+    timer: Callable[[], float] = time.perf_counter,
+) -> float:
+    """The smallest of `repeats` timings of `fn(*args)`, in seconds.
+
+    The timer is read just before and just after each call, so nothing else is timed.
+    The minimum is the honest summary: noise on a busy machine (other processes, cache
+    misses, the garbage collector) can only add time, never take it away.
+    """
+    raise NotImplementedError
+
+
+def speedup_table(sizes: Sequence[int], repeats: int = 3, seed: int = 0) -> list[dict]:
+    """Time both sums with `best_time` on a random float32 array of each size.
+
+    The arrays come from `np.random.default_rng(seed)`, so a table can be reproduced.
+    One row per size, in order: `{"size", "loop_s", "vectorized_s", "ratio"}` with
+    `ratio == loop_s / vectorized_s`, how many times faster the NumPy call is.
+    """
+    raise NotImplementedError
+
+
+def hotspot(fn: Callable[..., Any], *args: Any) -> str:
+    """Name (`co_name`) of the Python function with the largest own time in `fn(*args)`.
+
+    Own time (`tottime`) counts only the time spent in a function's own lines, not in
+    what it calls, so it points at the code to rewrite. `fn` itself is left out: the
+    question is which of the functions it runs is slow. Built-in functions are left
+    out too, since they have no Python code to change.
+    """
+    raise NotImplementedError
+
+
+def plot_speedup(table: list[dict], path: str | Path) -> Path:
+    """Plot loop and vectorised time against size, log-log, into the PNG at `path`.
+
+    Both costs grow in proportion to the size, so on log-log axes they are nearly
+    straight lines, and the vertical gap between them is the speed-up, readable across
+    many orders of magnitude of size.
+    """
+    raise NotImplementedError

@@ -1,0 +1,151 @@
+"""Lab 03 -- vectorisation and the cost model.
+
+A Python loop over an array turns every element into a Python object before it can do
+arithmetic with it; one NumPy call does the same maths in compiled code straight over
+the array's buffer. Here you write both versions of one sum, time them honestly, put a
+number on the gap, find the slow function of a program with a profiler, and plot it.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+import numpy as np  # noqa: E402
+
+
+def sum_squares_loop(arr: np.ndarray) -> float:
+    """Sum of the squares of every element of `arr` (any shape), one element at a time.
+
+    The slow way, on purpose: each step of the `for` loop boxes one element into a
+    Python object and runs a handful of bytecodes on it. That per-element cost is what
+    the rest of the lab measures.
+    """
+    ### BEGIN SOLUTION
+    total = 0.0
+    for x in np.asarray(arr).ravel():  # ravel: every shape, 0-d included, in one loop
+        total += float(x) * float(x)
+    return total
+    ### END SOLUTION
+
+
+def sum_squares_vectorized(arr: np.ndarray) -> float:
+    """The same sum in NumPy calls, with no Python loop over the elements.
+
+    The interpreter is paid once per call instead of once per element. Accumulate in
+    float64: squaring integers in their own dtype can overflow, and the loop version
+    adds in double precision too, so the two agree.
+    """
+    ### BEGIN SOLUTION
+    # einsum multiplies and adds in one compiled pass, with no temporary array of
+    # squares: a temporary as large as the input costs memory traffic and page faults.
+    flat = np.asarray(arr).ravel()
+    return float(np.einsum("i,i->", flat, flat, dtype=np.float64))
+    ### END SOLUTION
+
+
+def best_time(
+    fn: Callable[..., Any],
+    *args: Any,
+    repeats: int = 5,
+    timer: Callable[[], float] = time.perf_counter,
+) -> float:
+    """The smallest of `repeats` timings of `fn(*args)`, in seconds.
+
+    The timer is read just before and just after each call, so nothing else is timed.
+    The minimum is the honest summary: noise on a busy machine (other processes, cache
+    misses, the garbage collector) can only add time, never take it away.
+    """
+    ### BEGIN SOLUTION
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    times = []
+    for _ in range(repeats):
+        start = timer()
+        fn(*args)
+        times.append(timer() - start)
+    return min(times)
+    ### END SOLUTION
+
+
+def speedup_table(sizes: Sequence[int], repeats: int = 3, seed: int = 0) -> list[dict]:
+    """Time both sums with `best_time` on a random float32 array of each size.
+
+    The arrays come from `np.random.default_rng(seed)`, so a table can be reproduced.
+    One row per size, in order: `{"size", "loop_s", "vectorized_s", "ratio"}` with
+    `ratio == loop_s / vectorized_s`, how many times faster the NumPy call is.
+    """
+    ### BEGIN SOLUTION
+    rng = np.random.default_rng(seed)
+    table = []
+    for size in sizes:
+        arr = rng.random(int(size), dtype=np.float32)
+        loop_s = best_time(sum_squares_loop, arr, repeats=repeats)
+        vectorized_s = best_time(sum_squares_vectorized, arr, repeats=repeats)
+        table.append(
+            {
+                "size": int(size),
+                "loop_s": loop_s,
+                "vectorized_s": vectorized_s,
+                "ratio": loop_s / vectorized_s,
+            }
+        )
+    return table
+    ### END SOLUTION
+
+
+def hotspot(fn: Callable[..., Any], *args: Any) -> str:
+    """Name (`co_name`) of the Python function with the largest own time in `fn(*args)`.
+
+    Own time (`tottime`) counts only the time spent in a function's own lines, not in
+    what it calls, so it points at the code to rewrite. `fn` itself is left out: the
+    question is which of the functions it runs is slow. Built-in functions are left
+    out too, since they have no Python code to change.
+    """
+    ### BEGIN SOLUTION
+    profiler = cProfile.Profile()
+    profiler.runcall(fn, *args)
+    stats = pstats.Stats(profiler).stats
+    code = getattr(fn, "__code__", None)
+    own = (code.co_filename, code.co_firstlineno, code.co_name) if code else None
+    best_name, best_tottime = "", -1.0
+    for key, (_calls, _primitive, tottime, _cumtime, _callers) in stats.items():
+        filename, _line, name = key
+        if filename == "~" or key == own:  # "~": built-in functions
+            continue
+        if tottime > best_tottime:
+            best_name, best_tottime = name, tottime
+    return best_name
+    ### END SOLUTION
+
+
+def plot_speedup(table: list[dict], path: str | Path) -> Path:
+    """Plot loop and vectorised time against size, log-log, into the PNG at `path`.
+
+    Both costs grow in proportion to the size, so on log-log axes they are nearly
+    straight lines, and the vertical gap between them is the speed-up, readable across
+    many orders of magnitude of size.
+    """
+    ### BEGIN SOLUTION
+    path = Path(path)
+    sizes = [row["size"] for row in table]
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    ax.loglog(sizes, [row["loop_s"] for row in table], "o-", label="Python loop")
+    ax.loglog(sizes, [row["vectorized_s"] for row in table], "s-", label="NumPy (vectorised)")
+    ax.set_xlabel("array size (elements)")
+    ax.set_ylabel("best time (s)")
+    ax.set_title("Sum of squares: loop vs one NumPy call")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.savefig(path, format="png")
+    plt.close(fig)  # pyplot keeps every open figure alive until it is closed
+    return path
+    ### END SOLUTION
