@@ -68,6 +68,62 @@ def main() -> None:
         else:
             verdict = "ok" if median <= target else "over target"
             print(f"{lab.id}: median {median:.3f} s (target < {target:g} s: {verdict})")
+    if any(lab.id == "lab02" for lab in labs):
+        isolation_cost(labkit, args.runs)
+
+
+# --- the cost of isolation (sandbox issue) --------------------------------------------------
+
+ISOLATION_TARGET_MS = 50.0  # what bwrap may add to one grading
+
+
+def isolation_cost(labkit: str, runs: int) -> None:
+    """What bwrap adds to grading lab02's solution, against process isolation.
+
+    Two figures, runs alternating between the modes: the whole `labkit grade lab02`
+    process (what a student waits for), and `runner.grade_files` inside one process
+    (what a batch pays per submission, zygote start and stop included).
+    """
+    import os
+
+    from labkit.registry import get_lab
+    from labkit.runner import grade_files
+
+    modes = ("process", "bwrap")
+    if shutil.which("bwrap") is None:
+        print("isolation: bwrap is not installed; no comparison")
+        return
+    lab = get_lab("lab02")
+    files = {rel: (REPO / "solutions" / "lab02" / rel).read_bytes() for rel in lab.files}
+    whole: dict[str, list[float]] = {mode: [] for mode in modes}
+    inside: dict[str, list[float]] = {mode: [] for mode in modes}
+    saved = os.environ.get("LABKIT_ISOLATION")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(REPO / "solutions" / "lab02", Path(tmp) / "lab02")
+        try:
+            for mode in modes:  # warm both once
+                os.environ["LABKIT_ISOLATION"] = mode
+                wall([labkit, "grade", "lab02"], Path(tmp))
+                grade_files(lab, files)
+            for _ in range(runs):
+                for mode in modes:
+                    os.environ["LABKIT_ISOLATION"] = mode
+                    whole[mode].append(wall([labkit, "grade", "lab02"], Path(tmp)))
+                    start = time.perf_counter()
+                    result = grade_files(lab, files)
+                    inside[mode].append(time.perf_counter() - start)
+                    assert result.isolation == mode and result.score == result.max_score
+        finally:
+            if saved is None:
+                os.environ.pop("LABKIT_ISOLATION", None)
+            else:
+                os.environ["LABKIT_ISOLATION"] = saved
+    for name, times in (("labkit grade lab02", whole), ("grade_files(lab02)", inside)):
+        process, bwrap = (statistics.median(times[mode]) for mode in modes)
+        added = (bwrap - process) * 1000
+        verdict = "ok" if added <= ISOLATION_TARGET_MS else "over target"
+        print(f"isolation, {name}: process {process:.3f} s, bwrap {bwrap:.3f} s, "
+              f"bwrap adds {added:+.0f} ms (target <= {ISOLATION_TARGET_MS:g} ms: {verdict})")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   missing=()
   command -v bwrap >/dev/null || missing+=(bubblewrap)
+  command -v chromium >/dev/null || missing+=(chromium chromium-driver)
   if ((${#missing[@]})); then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   fi

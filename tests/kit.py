@@ -9,6 +9,7 @@ from pathlib import Path
 from labkit.registry import LabSpec, catalogue, get_lab
 from labkit.results import LabResult
 from labkit.runner import grade_files
+from labkit.workspace import digest
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -55,12 +56,25 @@ def variants(kind: str) -> list[Variant]:
         path = TESTS / kind / f"{lab.id}.toml"
         if not path.is_file():
             continue
-        for entry in tomllib.loads(path.read_text(encoding="utf-8"))[kind[:-1]]:
+        key = kind.removesuffix("s")  # [[mutant]] in mutants/, [[hostile]] in hostile/
+        for entry in tomllib.loads(path.read_text(encoding="utf-8"))[key]:
             edits = entry.get("edits") or [entry]
             found.append(
                 Variant(lab.id, entry["name"], tuple(entry.get("breaks", ())), tuple(edits), entry)
             )
     return found
+
+
+_GRADED: dict[tuple[str, str, str], LabResult] = {}
+
+
+def grade_cached(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
+    """Grade files once per test session (the grader-quality tests and the kit's
+    self-check both grade every solution)."""
+    key = (lab.id, digest(files), lang)
+    if key not in _GRADED:
+        _GRADED[key] = grade_files(lab, files, lang)
+    return _GRADED[key]
 
 
 def grade_variant(variant: Variant, lang: str = "en") -> LabResult:

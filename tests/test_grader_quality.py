@@ -7,7 +7,7 @@ import json
 
 import jsonschema
 import pytest
-from kit import Variant, grade_variant, solution_files, stub_files, variants
+from kit import Variant, grade_cached, grade_variant, solution_files, stub_files, variants
 
 from labkit.registry import catalogue, lab_checks
 from labkit.results import SCHEMA_FILE, LabResult, Status
@@ -23,7 +23,7 @@ def validate(result: LabResult) -> None:
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
 def test_solution_earns_full_marks(lab):
-    result = grade_files(lab, solution_files(lab))
+    result = grade_cached(lab, solution_files(lab))
     validate(result)
     failing = [(c.id, c.status.value, c.message) for c in result.failed]
     assert failing == []

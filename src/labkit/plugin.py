@@ -21,11 +21,17 @@ from labkit.protocol import OpaqueValue
 from labkit.proxy import Session, Student, StudentRaised
 from labkit.registry import LabChecks, LabSpec
 from labkit.results import Status
-from labkit.sandbox import Sandbox, WorkerCrashed, WorkerFailure, WorkerTimeout
+from labkit.sandbox import (
+    GradingTimeout,
+    Sandbox,
+    WorkerCrashed,
+    WorkerFailure,
+    WorkerTimeout,
+)
 
-
-class GradeTimeout(WorkerTimeout):
-    """The whole grading ran past its limit; remaining checks do not start."""
+# The whole grading ran past its limit: the call that was waiting ends, and remaining
+# checks do not start (the sandbox bounds every call by `Sandbox.deadline`).
+GradeTimeout = GradingTimeout
 
 
 @dataclass
@@ -67,6 +73,7 @@ class GradingPlugin:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise GradeTimeout("grade")
+        self.sandbox.deadline = self.deadline
         session = Session(self.sandbox, min(self.lab.call_timeout, left), self.broken)
         self._sessions[request.node.nodeid] = session
         yield Student(session)

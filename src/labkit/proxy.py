@@ -38,7 +38,12 @@ def _raised_class(builtin: str | None) -> type[StudentRaised]:
         if not (isinstance(base, type) and issubclass(base, Exception)) or base is Exception:
             _RAISED_CLASSES[builtin] = StudentRaised
         else:
-            _RAISED_CLASSES[builtin] = type(f"Student{builtin}", (StudentRaised, base), {})
+            cls = type(f"Student{builtin}", (StudentRaised, base), {})
+            try:
+                cls.__new__(cls)
+            except TypeError:  # e.g. MemoryError allocates its own way: no mix-in
+                cls = StudentRaised
+            _RAISED_CLASSES[builtin] = cls
     return _RAISED_CLASSES[builtin]
 
 
@@ -88,10 +93,10 @@ class Session:
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         if self.failure is not None:
-            raise self.failure
+            raise self.failure.with_traceback(None)  # re-raised: keep its traceback short
         key = module or self.sandbox.config.modules[0]
         if key in self.broken:
-            raise self.broken[key]
+            raise self.broken[key].with_traceback(None)
         if key not in self.imported:
             self._send({"op": "import", "module": key}, [], f"import {key}", key)
             self.imported.add(key)

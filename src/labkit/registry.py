@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 CATALOGUE_FORMAT = 1
@@ -143,11 +143,15 @@ class LabChecks:
 
 
 def lab_checks(lab: LabSpec) -> LabChecks:
-    """Parse the lab's `checks.toml` (format 1)."""
-    with open(lab.grader_dir / "checks.toml", "rb") as handle:
-        raw = tomllib.load(handle)
+    """Parse the lab's `checks.toml` (format 1); parsed once per content per process."""
+    return _parse_checks((lab.grader_dir / "checks.toml").read_bytes(), lab.id)
+
+
+@lru_cache(maxsize=16)
+def _parse_checks(data: bytes, lab_id: str) -> LabChecks:
+    raw = tomllib.loads(data.decode("utf-8"))
     if raw.get("format") != CATALOGUE_FORMAT:
-        raise ValueError(f"{lab.id}/checks.toml: format {raw.get('format')!r} unsupported")
+        raise ValueError(f"{lab_id}/checks.toml: format {raw.get('format')!r} unsupported")
     checks = tuple(
         CheckSpec(
             id=check_id,

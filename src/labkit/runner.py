@@ -18,13 +18,14 @@ from labkit.registry import LabSpec, lab_checks
 from labkit.results import CheckResult, LabResult, Status, total
 from labkit.sandbox import Sandbox, SandboxConfig
 
-ISOLATION = "process"
-
 
 def grade(lab: LabSpec, path: Path, lang: str = "en") -> LabResult:
     """Grade the workspace at `path`; raises `WorkspaceError` for unusable files."""
-    files = workspace.collect(lab, path)
-    return grade_files(lab, files, lang)
+    submission = workspace.collect_submission(lab, path, lang)
+    result = grade_files(lab, submission.files, lang)
+    if submission.note:  # e.g. the IPython lines left out of a notebook
+        result = replace(result, message=" ".join(filter(None, (result.message, submission.note))))
+    return result
 
 
 def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
@@ -43,7 +44,7 @@ def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabR
         )
         with Sandbox(config) as sandbox:
             outcomes = _run_graders(lab, sandbox, lang)
-    return _assemble(lab, files, lang, outcomes, time.monotonic() - started)
+    return _assemble(lab, files, lang, outcomes, time.monotonic() - started, sandbox.isolation)
 
 
 def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, object]]:
@@ -52,7 +53,19 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, o
     from labkit.plugin import GradingPlugin
 
     plugin = GradingPlugin(lab, lab_checks(lab), sandbox, lang)
-    args = [
+    saved = os.environ.get("PYTEST_ADDOPTS")
+    os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
+    try:
+        pytest.main(pytest_args(lab), plugins=[plugin])
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_ADDOPTS"] = saved
+    return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
+
+
+def pytest_args(lab: LabSpec) -> list[str]:
+    """The command line of a grading run: only the lab's graders and our plugin take part."""
+    return [
         str(lab.grader_dir),
         "-c", str(lab.grader_dir.parent / "pytest.ini"),
         "--rootdir", str(lab.grader_dir),
@@ -70,17 +83,10 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, o
         "-p", "no:threadexception",
         "-s",
     ]
-    saved = os.environ.get("PYTEST_ADDOPTS")
-    os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
-    try:
-        pytest.main(args, plugins=[plugin])
-    finally:
-        if saved is not None:
-            os.environ["PYTEST_ADDOPTS"] = saved
-    return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
 
 
-def _assemble(lab, files, lang, outcomes, duration) -> LabResult:
+def _assemble(lab, files, lang, outcomes, duration, isolation: str | None = None) -> LabResult:
+    """The result document; `isolation` is the mode the sandbox used (`Sandbox.isolation`)."""
     specs = lab_checks(lab)
     checks: list[CheckResult] = []
     for check_id, outcome in outcomes:
@@ -115,7 +121,7 @@ def _assemble(lab, files, lang, outcomes, duration) -> LabResult:
         labkit_version=__version__,
         digest=workspace.digest(files),
         lang=lang,
-        isolation=ISOLATION,
+        isolation=isolation or _default_isolation(),
         checks=tuple(checks),
     )
 
@@ -137,3 +143,13 @@ def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[Che
             )
         result.append(check)
     return result
+
+
+def _default_isolation() -> str:
+    """The mode a sandbox started now would use, for callers that do not say."""
+    from labkit.isolation import IsolationError, choose
+
+    try:
+        return choose().mode
+    except IsolationError:
+        return "unavailable"

@@ -1,35 +1,49 @@
 """Trusted side of the worker processes: start the zygote, fork workers, enforce time.
 
 The student's code only ever runs in processes started here. Each check gets a fresh
-worker forked from a zygote that has NumPy and the probes already imported; the grader
-talks to it through pipes, with a deadline on every call, and kills its whole process
-group when the check ends or the deadline passes.
+worker forked from a zygote that has NumPy and the probes already imported; the worker
+runs in a new directory holding copies of only the lab's files. The grader talks to it
+through pipes, with a deadline on every call (and on the whole grading), drains what it
+prints into a bounded buffer, and has the zygote kill its whole process tree when the
+check ends or a deadline passes. The zygote runs inside bubblewrap when it is available
+(see `labkit.isolation`); closing the zygote kills everything it started.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import secrets
+import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit import isolation as isolation_mod
 from labkit import protocol
 
-OUTPUT_EXCERPT = 2000
+OUTPUT_EXCERPT = 2000  # bytes of output shown to the student, per check
+OUTPUT_KEEP = 32 * 1024  # bytes of output kept per worker; the rest is counted, then dropped
 DEFAULT_LIMITS = {
+    "RLIMIT_CPU": 120,
     "RLIMIT_AS": 2 * 1024**3,
     "RLIMIT_FSIZE": 64 * 1024**2,
     "RLIMIT_NOFILE": 256,
     "RLIMIT_CORE": 0,
 }
+MAX_PROBES_BYTES = 4 * 1024**2
+MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+_START_SECONDS = 30.0
 
 
 class WorkerFailure(Exception):
@@ -38,6 +52,10 @@ class WorkerFailure(Exception):
 
 class WorkerTimeout(WorkerFailure):
     """The worker did not answer within the call's time limit and was killed."""
+
+
+class GradingTimeout(WorkerTimeout):
+    """The whole grading ran past its limit (`Sandbox.deadline`)."""
 
 
 class WorkerCrashed(WorkerFailure):
@@ -51,33 +69,176 @@ class WorkerCrashed(WorkerFailure):
 
 @dataclass(frozen=True)
 class SandboxConfig:
-    """What a sandbox needs: the copied files, where to import from, and the limits."""
+    """What a sandbox needs: the graded files, where to import from, and the limits.
+
+    `workdir` holds the graded copy of the files (the trusted side's; workers get their
+    own copies). `isolation` is the requested mode for a sandbox that starts its own
+    zygote (None: `$LABKIT_ISOLATION`, else `auto`).
+    """
 
     workdir: Path
     modules: tuple[str, ...]
     sys_path: tuple[str, ...] = ()
     probes: Path | None = None
     limits: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
+    isolation: str | None = None
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+class Capture:
+    """What one worker printed: the first `OUTPUT_KEEP` bytes, and how many were dropped."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.kept = bytearray()
+        self.dropped = 0
+        self.eof = False
+        self.finished = False
+        self.lock = threading.Lock()
+
+    def pump(self, reads: int = 16) -> None:
+        """Read what is waiting in the pipe (at most `reads` chunks); never blocks."""
+        with self.lock:
+            for _ in range(reads):
+                if self.eof or self.finished:
+                    return
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    self.eof = True
+                    return
+                room = max(0, OUTPUT_KEEP - len(self.kept))
+                self.kept += chunk[:room]
+                self.dropped += len(chunk) - min(room, len(chunk))
+
+    def snapshot(self) -> tuple[bytes, int]:
+        self.pump(reads=64)
+        with self.lock:
+            return bytes(self.kept), self.dropped
+
+    def finish(self) -> None:
+        """Read what is left, then let the drain thread close the pipe."""
+        self.pump(reads=64)
+        with self.lock:
+            self.finished = True
+        _drain().wake()
+
+
+class _Drain(threading.Thread):
+    """One thread per process that keeps every worker's output pipe empty.
+
+    A worker that prints more than the pipe holds would otherwise block; the drain keeps
+    the first bytes of each and counts the rest, so a flood costs the grader no memory.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="labkit-output", daemon=True)
+        self.pid = os.getpid()
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, None)
+        self.pending: list[Capture] = []
+        self.watched: set[Capture] = set()
+        self.lock = threading.Lock()
+
+    def watch(self, fd: int) -> Capture:
+        os.set_blocking(fd, False)
+        capture = Capture(fd)
+        with self.lock:
+            self.pending.append(capture)
+        self.wake()
+        return capture
+
+    def wake(self) -> None:
+        try:
+            os.write(self.wake_w, b"x")
+        except BlockingIOError:
+            pass
+
+    def run(self) -> None:
+        while True:
+            for key, _ in self.selector.select():
+                if key.data is None:
+                    try:
+                        while os.read(self.wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                else:
+                    key.data.pump()
+            with self.lock:
+                pending, self.pending = self.pending, []
+            for capture in pending:
+                self.selector.register(capture.fd, selectors.EVENT_READ, capture)
+                self.watched.add(capture)
+            for capture in [c for c in self.watched if c.eof or c.finished]:
+                self.selector.unregister(capture.fd)
+                self.watched.discard(capture)
+                with capture.lock:
+                    os.close(capture.fd)
+                    capture.eof = capture.finished = True
+
+
+_DRAIN: _Drain | None = None
+_DRAIN_LOCK = threading.Lock()
+
+
+def _drain() -> _Drain:
+    global _DRAIN
+    with _DRAIN_LOCK:
+        if _DRAIN is None or _DRAIN.pid != os.getpid() or not _DRAIN.is_alive():
+            _DRAIN = _Drain()
+            _DRAIN.start()
+        return _DRAIN
+
+
+def excerpt(data: bytes, dropped: int, limit: int = OUTPUT_EXCERPT) -> str:
+    """A short, printable excerpt of captured output, saying how much is not shown."""
+    shown = data[:limit]
+    text = shown.decode("utf-8", "replace")
+    text = "".join(c if c in "\n\t" or c.isprintable() else "\ufffd" for c in text)
+    hidden = len(data) - len(shown) + dropped
+    if hidden:
+        text += f"\n[... {hidden} more bytes not shown]"
+    return text
+
+
+# --- workers -----------------------------------------------------------------------------
 
 
 class Worker:
     """One forked worker, serving one check over a request and a reply pipe."""
 
-    def __init__(self, sandbox: Sandbox, pid: int, wfd: int, rfd: int, out: Path) -> None:
-        self.sandbox, self.pid, self.wfd, self.rfd, self.out = sandbox, pid, wfd, rfd, out
+    def __init__(self, sandbox: Sandbox, pid: int, wfd: int, rfd: int, capture: Capture,
+                 generation: int = 0) -> None:
+        self.sandbox, self.pid, self.wfd, self.rfd = sandbox, pid, wfd, rfd
+        self.capture, self.generation = capture, generation
         self._next_id = 0
         self.ended: dict[str, Any] | None = None
 
     def request(self, header: dict[str, Any], blobs: list[bytes], timeout: float) -> Any:
-        """Send one request and return the decoded reply header and blobs."""
+        """Send one request and return the decoded reply header and blobs.
+
+        The wait ends at `timeout` or at the grading's deadline, whichever comes first.
+        """
         self._next_id += 1
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline, error = now + timeout, WorkerTimeout(f"no answer within {timeout:g} s")
+        grading = self.sandbox.deadline
+        if grading is not None and grading < deadline:
+            deadline, error = grading, GradingTimeout("the grading ran out of time")
         try:
             protocol.write_message(self.wfd, {**header, "id": self._next_id}, blobs, deadline)
             reply, reply_blobs = protocol.read_message(self.rfd, deadline)
         except protocol.ChannelTimeout:
             self.stop()
-            raise WorkerTimeout(f"no answer within {timeout:g} s") from None
+            raise error from None
         except protocol.ChannelClosed:
             ended = self.stop()
             raise WorkerCrashed(ended["exitcode"]) from None
@@ -91,48 +252,90 @@ class Worker:
 
     def output(self) -> str:
         """A short excerpt of what the worker printed (never parsed for results)."""
-        try:
-            with open(self.out, "rb") as handle:
-                return handle.read(OUTPUT_EXCERPT).decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return excerpt(*self.capture.snapshot())
+
+    def captured(self) -> tuple[bytes, int]:
+        """Everything kept of what the worker printed, and how many bytes were dropped."""
+        return self.capture.snapshot()
 
     def stop(self) -> dict[str, Any]:
-        """End the worker (idempotent) and report how it ended."""
+        """End the worker and its whole process tree (idempotent); report how it ended."""
         if self.ended is None:
             for fd in (self.wfd, self.rfd):
                 os.close(fd)
-            self.ended = self.sandbox.stop_worker(self.pid)
+            self.ended = self.sandbox.stop_worker(self.pid, self.generation)
+            self.capture.finish()
         return self.ended
 
 
-class Zygote:
-    """The pre-warmed process that forks workers; one can serve many gradings."""
+# --- the zygote --------------------------------------------------------------------------
 
-    def __init__(self) -> None:
+
+class Zygote:
+    """The pre-warmed process that forks workers; one can serve many gradings.
+
+    `isolation` asks for a mode (`auto`, `bwrap`, `process`; None: `$LABKIT_ISOLATION`);
+    the attribute `isolation` afterwards names the mode in use. `auto` falls back to
+    `process` if bwrap cannot start a sandbox here.
+    """
+
+    def __init__(self, isolation: str | None = None) -> None:
+        self.requested = isolation_mod.requested(isolation)
+        self.choice = isolation_mod.choose(isolation)
+        self.generation = 0
+        self.marker = ""
         self._process: subprocess.Popen | None = None
         self._control: socket.socket | None = None
+        self._scratch: str | None = None  # process mode: where the workers' folders go
+        self._log: Any = None  # the zygote's stderr (bwrap's complaints), an unnamed file
         self._ready = False
+
+    @property
+    def isolation(self) -> str:
+        return self.choice.mode
 
     def start(self) -> None:
         """Start the zygote without waiting for it, so its imports overlap ours."""
+        self.generation += 1
+        self.marker = f"{os.getpid()}-{secrets.token_hex(8)}"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
         env.update(LANG="C.UTF-8", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1")
-        self._process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "labkit.worker", str(theirs.fileno())],
-            pass_fds=[theirs.fileno()],
-            env=env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        theirs.close()
+                   MKL_NUM_THREADS="1", **{MARKER: self.marker})
+        command = [sys.executable, "-I", "-B", "-m", "labkit.worker", str(theirs.fileno())]
+        if self.choice.mode == "process":  # the zygote removes it when it ends, whatever we do
+            self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-")
+            command += ["--scratch", self._scratch, "--remove-scratch", "1"]
+        else:
+            command += ["--scratch", "/tmp"]  # the sandbox's own, gone with it
+        self._close_log()
+        self._log = tempfile.TemporaryFile(prefix="labkit-zygote-")
+        try:
+            self._process = isolation_mod.launch(
+                self.choice, command, env=env, pass_fds=[theirs.fileno()],
+                stderr=self._log.fileno(), cwd=self._scratch or "/",
+            )
+        except (OSError, isolation_mod.IsolationError) as exc:
+            ours.close()
+            self._cleanup_scratch()
+            if not self._fall_back(str(exc)):
+                raise WorkerCrashed(None, f"the sandbox did not start: {exc}") from None
+            self.start()
+            return
+        finally:
+            theirs.close()
         self._control = ours
         self._ready = False
+
+    def _fall_back(self, reason: str) -> bool:
+        """After bwrap failed to start: use `process` if the request was `auto`."""
+        if self.choice.mode != "bwrap":
+            return False
+        isolation_mod.mark_broken(self.choice, reason)
+        if self.requested != "auto":
+            return False
+        self.choice = isolation_mod.choose("auto")
+        return True
 
     @property
     def alive(self) -> bool:
@@ -144,8 +347,7 @@ class Zygote:
             self.start()
         assert self._control is not None
         if not self._ready:
-            self._receive()
-            self._ready = True
+            self._await_ready()
         data = json.dumps(message).encode()
         try:
             if fds:
@@ -156,48 +358,168 @@ class Zygote:
             raise WorkerCrashed(None, f"the sandbox stopped: {exc}") from None
         return self._receive()
 
-    def _receive(self) -> dict[str, Any]:
+    def _await_ready(self) -> None:
+        try:
+            self._receive(_START_SECONDS)
+        except WorkerCrashed as failure:
+            reason = self._log_excerpt() or str(failure)
+            self.close()
+            if not self._fall_back(reason):
+                raise WorkerCrashed(None, f"the sandbox did not start: {reason}") from None
+            self.start()
+            self._receive(_START_SECONDS)
+        self._ready = True
+
+    def _receive(self, timeout: float = _START_SECONDS) -> dict[str, Any]:
         assert self._control is not None
-        self._control.settimeout(30)
+        self._control.settimeout(timeout)
         try:
             data = self._control.recv(65536)
         except OSError as exc:
             raise WorkerCrashed(None, f"the sandbox did not answer: {exc}") from None
         if not data:
             raise WorkerCrashed(None, "the sandbox stopped")
-        return json.loads(data)
+        reply = json.loads(data)
+        if "error" in reply:
+            raise WorkerCrashed(None, f"the sandbox refused: {reply['error']}")
+        return reply
+
+    def _log_excerpt(self) -> str:
+        try:
+            text = os.pread(self._log.fileno(), 4000, 0) if self._log else b""
+        except OSError:
+            return ""
+        lines = text.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def close(self) -> None:
-        """Stop the zygote; it kills the workers it still has."""
+        """Stop the zygote and everything it started.
+
+        Closing the control socket makes the zygote kill all its descendants and exit
+        (with bwrap, the sandbox's PID namespace then ends too). A zygote that does not
+        exit in time is killed, and any process still carrying its marker with it.
+        """
         if self._control is not None:
             self._control.close()
             self._control = None
-        if self._process is not None:
+        process, self._process = self._process, None
+        if process is not None:
+            clean = _wait_exit(process.pid, 2.0)
+            if self.choice.mode == "process":
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)  # not yet reaped: the group is ours
+                except (ProcessLookupError, PermissionError):
+                    pass
+            else:
+                process.kill()
+            process.wait()
+            if not clean or process.returncode != 0:
+                kill_marked(self.marker)
+        self._cleanup_scratch()
+        self._close_log()
+        self._ready = False
+
+    def _cleanup_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    """Wait for `pid` to exit without reaping it; False if it is still running."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        if info is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def marked_processes(prefix: str) -> list[int]:
+    """Pids of the live processes whose `LABKIT_SANDBOX` marker starts with `prefix`.
+
+    Every zygote's marker starts with the grading process's pid (`f"{os.getpid()}-"`).
+    Processes of other users are skipped (their environment is not readable).
+    """
+    wanted = f"{MARKER}={prefix}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != b"Z" and any(v.startswith(wanted) for v in environ.split(b"\0")):
+            found.append(int(name))
+    return found
+
+
+def kill_marked(marker: str, timeout: float = 2.0) -> None:
+    """SIGKILL every process carrying exactly this zygote's marker, until none is left."""
+    if not marker:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [p for p in marked_processes(marker) if _marker_of(p) == marker]
+        if not pids:
+            return
+        for pid in pids:
             try:
-                self._process.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            self._process.wait()
-            self._process = None
+        time.sleep(0.01)
+
+
+def _marker_of(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(MARKER.encode() + b"="):
+            return entry.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
+# --- one grading --------------------------------------------------------------------------
 
 
 class Sandbox:
     """The workers of one grading; use as a context manager.
 
     Pass a running `Zygote` to share it across gradings (batch); otherwise the
-    sandbox starts its own and stops it at the end.
+    sandbox starts its own and stops it at the end. `deadline` (a `time.monotonic()`
+    value, or None) bounds every call of the grading; `isolation` is the mode in use.
     """
 
     def __init__(self, config: SandboxConfig, zygote: Zygote | None = None) -> None:
         self.config = config
-        self._scratch = tempfile.TemporaryDirectory(prefix="labkit-out-")
         self._own = zygote is None
-        self.zygote = zygote or Zygote()
-        self._count = 0
+        self.zygote = zygote or Zygote(config.isolation)
+        self.deadline: float | None = None
+        self._bundle: int | None = None
+
+    @property
+    def isolation(self) -> str:
+        return self.zygote.isolation
 
     def __enter__(self) -> Sandbox:
         if self._own:
@@ -205,42 +527,97 @@ class Sandbox:
         return self
 
     def __exit__(self, *_: object) -> None:
+        if self._bundle is not None:
+            os.close(self._bundle)
+            self._bundle = None
         if self._own:
             self.zygote.close()
-        self._scratch.cleanup()
 
     def _job(self) -> dict[str, Any]:
-        workdir = self.config.workdir
+        limits = dict(self.config.limits)
+        if self.isolation == "bwrap":  # counted per sandbox there; per user (or not) here
+            limits.setdefault("RLIMIT_NPROC", isolation_mod.SANDBOX_NPROC)
         return {
-            "workdir": str(workdir),
             "modules": list(self.config.modules),
-            "sys_path": [str(workdir / p) for p in self.config.sys_path] or [str(workdir)],
-            "probes": str(self.config.probes) if self.config.probes else None,
-            "limits": self.config.limits,
+            "sys_path": list(self.config.sys_path) or ["."],
+            "limits": limits,
         }
+
+    def _job_files(self) -> int:
+        """The graded files and the probe source, in a sealed memfd (built once)."""
+        if self._bundle is None:
+            self._bundle = make_bundle(self.config.workdir, self.config.probes)
+        return self._bundle
 
     def spawn(self) -> Worker:
         """Fork a fresh worker for one check."""
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        self._count += 1
-        out = Path(self._scratch.name) / f"worker-{self._count}.out"
-        out_fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        bundle = self._job_files()
+        req_r, req_w = os.pipe2(os.O_CLOEXEC)
+        rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
         try:
-            reply = self.zygote.ask({"op": "spawn", "job": self._job()}, [req_r, rep_w, out_fd])
+            reply = self.zygote.ask({"op": "spawn", "job": self._job()},
+                                    [req_r, rep_w, out_w, bundle])
         except BaseException:
-            for fd in (req_w, rep_r):
+            for fd in (req_w, rep_r, out_r):
                 os.close(fd)
             raise
         finally:
-            for fd in (req_r, rep_w, out_fd):
+            for fd in (req_r, rep_w, out_w):
                 os.close(fd)
         for fd in (req_w, rep_r):
             os.set_blocking(fd, False)
-        return Worker(self, int(reply["pid"]), req_w, rep_r, out)
+        return Worker(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
+                      self.zygote.generation)
 
-    def stop_worker(self, pid: int) -> dict[str, Any]:
+    def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:
+        """Have the zygote kill worker `pid` and its descendants; how it ended.
+
+        A worker of an earlier zygote (one that died and was restarted) died with it.
+        """
+        if generation is not None and generation != self.zygote.generation:
+            return {"killed": True, "exitcode": None}
         try:
             return self.zygote.ask({"op": "stop", "pid": pid})
         except (OSError, WorkerCrashed):
+            if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
+                self.zygote.close()
             return {"killed": True, "exitcode": None}
+
+
+def make_bundle(workdir: Path, probes: Path | None) -> int:
+    """A sealed memfd holding the regular files under `workdir` and the probe source.
+
+    The zygote reads it for every worker; being sealed, no worker can change what the
+    next one gets.
+    """
+    parts: list[bytes] = []
+    offset = 0
+    entries = []
+    for path in sorted(workdir.rglob("*")):
+        if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
+            continue
+        data = path.read_bytes()
+        entries.append([path.relative_to(workdir).as_posix(), offset, len(data)])
+        parts.append(data)
+        offset += len(data)
+    probe_entry = None
+    if probes is not None:
+        source = probes.read_bytes()
+        if len(source) > MAX_PROBES_BYTES:
+            raise ValueError(f"{probes} is over {MAX_PROBES_BYTES} bytes")
+        probe_entry = [str(probes), offset, len(source)]
+        parts.append(source)
+    header = json.dumps({"files": entries, "probes": probe_entry}).encode()
+    fd = os.memfd_create("labkit-job", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        with os.fdopen(os.dup(fd), "wb") as handle:
+            handle.write(len(header).to_bytes(8, "big") + header)
+            for part in parts:
+                handle.write(part)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

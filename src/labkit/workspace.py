@@ -23,6 +23,7 @@ from labkit.registry import LabSpec
 from labkit.results import LabResult
 
 MAX_FILE_BYTES = 1024 * 1024
+NOTEBOOK_MAX_BYTES = 16 * MAX_FILE_BYTES  # outputs (plots) make notebooks large
 STATE_FILE = Path(".labkit") / "state.json"
 STATE_SCHEMA = "labkit.state/1"
 
@@ -73,26 +74,113 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
     return Fetched(dest, backup)
 
 
+@dataclass(frozen=True)
+class Submission:
+    """The files to grade, and a note (in the grading's language) on how they were read."""
+
+    files: dict[str, bytes]
+    note: str = ""
+
+
 def collect(lab: LabSpec, path: Path) -> dict[str, bytes]:
     """The lab's files from a workspace, refusing anything that is not a plain file."""
+    return collect_submission(lab, path).files
+
+
+def collect_submission(lab: LabSpec, path: Path, lang: str = "en") -> Submission:
+    """The lab's files from a workspace: its `.py` files, or else its `LAB.ipynb`.
+
+    A workspace that lacks a lab file but holds the lab's notebook is graded from the
+    notebook (see `labkit.notebook`); the note says what was left out of it.
+    """
     if not path.is_dir():
         raise WorkspaceError("no_workspace", lab=lab.id, path=str(path))
     files = {}
     for rel in lab.files:
-        target = path / rel
         try:
-            info = os.lstat(target)
+            files[rel] = read_plain_file(path, rel, MAX_FILE_BYTES)
         except FileNotFoundError:
+            if os.path.lexists(path / f"{lab.id}.ipynb"):
+                return _collect_notebook(lab, path / f"{lab.id}.ipynb", lang)
             raise WorkspaceError(
                 "missing_file", lab=lab.id, path=rel, files=", ".join(lab.files)
             ) from None
+    return Submission(files)
+
+
+_KINDS = {stat.S_IFLNK: "symlink", stat.S_IFCHR: "device", stat.S_IFBLK: "device",
+          stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}
+
+
+def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
+    """The bytes of `root/rel`, which must be a regular file of at most `limit` bytes.
+
+    No symlink is followed anywhere below `root` (not the file, not a folder on the
+    way), nothing but a regular file is opened (a FIFO or a device could block or act
+    on open), and what is read is the file that was checked. `WorkspaceError` names
+    the problem; a missing file raises `FileNotFoundError`.
+    """
+    *folders, name = Path(rel).parts
+    opened: list[int] = []
+    try:
+        opened.append(os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for folder in folders:
+            try:
+                opened.append(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                      | os.O_CLOEXEC, dir_fd=opened[-1]))
+            except FileNotFoundError:
+                raise
+            except OSError:
+                raise WorkspaceError("bad_file", path=rel,
+                                     reason=f"{folder} is a symlink or not a folder") from None
+        info = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
         if not stat.S_ISREG(info.st_mode):
-            kind = "symlink" if stat.S_ISLNK(info.st_mode) else "not a file"
-            raise WorkspaceError("bad_file", path=rel, reason=kind)
-        if info.st_size > MAX_FILE_BYTES:
+            reason = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise WorkspaceError("bad_file", path=rel, reason=reason)
+        if info.st_size > limit:
+            raise WorkspaceError("file_too_large", path=rel, limit=limit)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                         | os.O_CLOEXEC, dir_fd=opened[-1])
+        except OSError:  # replaced since the check (a symlink now: ELOOP)
+            raise WorkspaceError("bad_file", path=rel, reason="changed while read") from None
+        opened.append(fd)
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            raise WorkspaceError("bad_file", path=rel, reason="changed while read")
+        chunks, size = [], 0
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise WorkspaceError("file_too_large", path=rel, limit=limit)
+        return b"".join(chunks)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _collect_notebook(lab: LabSpec, target: Path, lang: str) -> Submission:
+    from labkit import i18n, notebook
+
+    data = read_plain_file(target.parent, target.name, NOTEBOOK_MAX_BYTES)
+    try:
+        converted = notebook.parse(data, lab.files)
+    except notebook.NotebookError as exc:
+        raise WorkspaceError(exc.key, notebook=target.name, **exc.params) from None
+    for rel, data in converted.files.items():
+        if len(data) > MAX_FILE_BYTES:
             raise WorkspaceError("file_too_large", path=rel, limit=MAX_FILE_BYTES)
-        files[rel] = target.read_bytes()
-    return files
+    notes = []
+    if converted.dropped:
+        shown = "; ".join(str(d) for d in converted.dropped[:3])
+        more = len(converted.dropped) - 3
+        notes.append(i18n.t("notebook_dropped", lang, notebook=target.name,
+                            lines=shown + (f" (+{more})" if more > 0 else "")))
+    if converted.empty:
+        notes.append(i18n.t("notebook_empty", lang, notebook=target.name,
+                            files=", ".join(converted.empty)))
+    return Submission(converted.files, " ".join(notes))
 
 
 def digest(files: dict[str, bytes]) -> str:

@@ -1,0 +1,447 @@
+"""Grade a whole class: `grade_many(lab, submissions_dir, out)` (the CLI's `labkit batch`).
+
+The parent process stays small: it never imports pytest or NumPy. It walks the
+submissions folder one entry at a time, reads each entry safely (`labkit.submissions`),
+skips the ones the gradebook already has with the same files and grading setup, and
+hands the rest to N long-lived grading processes (`labkit.gradeserver`): each keeps the
+trusted side warm (pytest, NumPy, hypothesis imported; graders collected; one zygote
+forking the workers that run student code). Requests and results travel as JSON lines
+over pipes. Every result is written to the gradebook in its own transaction as soon as
+it arrives, so memory stays flat in N and a killed batch loses nothing it recorded.
+
+A grading process that dies, or a grading that runs past a hard wall limit, is
+replaced; that student is recorded as `error` (marked for retry) and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit import __version__, gradeserver, i18n, submissions, workspace
+from labkit.gradebook import FILE_NAME, Gradebook
+from labkit.registry import LabSpec, lab_checks
+from labkit.results import LabResult, Status
+
+DEFAULT_OUT = Path("labkit-out")
+GRADEBOOK_NAME = FILE_NAME
+STARTUP_LIMIT = 180.0  # s for a grading process to import, collect and get ready
+WALL_SLACK = 15.0  # s beyond the lab's own limits before a grading is cut off
+NO_ISOLATION = "none"  # the isolation recorded when nothing of the student's ran
+
+
+class BatchError(Exception):
+    """The batch as a whole cannot go on (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class BatchEvent:
+    """Progress: `kind` is "start" (total known), "graded", "skipped" or "error"."""
+
+    kind: str
+    done: int
+    total: int
+    student: str = ""
+    result: LabResult | None = None
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    lab: str
+    out: Path
+    gradebook: Path
+    total: int
+    graded: int
+    skipped: int
+    errors: int
+    ignored: tuple[str, ...]
+    duration_s: float
+    run_id: int
+
+
+Sink = Callable[[str, LabResult], None]
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def grader_key(lab: LabSpec, lang: str) -> str:
+    """Fingerprint of everything besides the files that decides a grade."""
+    h = hashlib.sha256()
+    setup = {"labkit": __version__, "lab": lab.id, "files": lab.files, "modules": lab.modules,
+             "call_timeout": lab.call_timeout, "grade_timeout": lab.grade_timeout, "lang": lang}
+    h.update(json.dumps(setup, sort_keys=True).encode())
+    graders = [lab.grader_dir.parent / "pytest.ini", *sorted(
+        p for p in lab.grader_dir.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )]
+    for path in graders:
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def grade_many(
+    lab: LabSpec,
+    submissions_dir: Path,
+    out: Path = DEFAULT_OUT,
+    *,
+    gradebook: Path | None = None,
+    jobs: int | None = None,
+    timeout: float | None = None,
+    regrade: bool = False,
+    lang: str = "en",
+    on_event: Callable[[BatchEvent], None] | None = None,
+    sinks: Sequence[Sink] = (),
+    max_unpacked: int = submissions.MAX_UNPACKED_BYTES,
+) -> BatchSummary:
+    """Grade every entry of `submissions_dir` into the gradebook under `out`.
+
+    `timeout` replaces the lab's per-call limit (s). `sinks` are called with
+    (student, result) after each grading is recorded (e.g. another gradebook).
+    """
+    started = time.monotonic()
+    submissions_dir, out = Path(submissions_dir), Path(out)
+    if not submissions_dir.is_dir():
+        raise BatchError(f"{submissions_dir} is not a folder of submissions")
+    if timeout is not None:
+        if timeout <= 0:
+            raise BatchError("--timeout must be a positive number of seconds")
+        lab = dataclasses.replace(lab, call_timeout=float(timeout))
+    jobs = jobs or default_jobs()
+    if jobs < 1:
+        raise BatchError("--jobs must be at least 1")
+    emit = on_event or (lambda _event: None)
+    out.mkdir(parents=True, exist_ok=True)
+    entries, ignored = submissions.discover(submissions_dir)
+    key = grader_key(lab, lang)
+    max_score = lab_checks(lab).max_score
+    counts = {"graded": 0, "skipped": 0, "errors": 0}
+    with _exclusive(out), Gradebook(gradebook or out / GRADEBOOK_NAME) as book:
+        scratch = (out / ".scratch").resolve()
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
+                                __version__)
+        emit(BatchEvent("start", 0, len(entries)))
+        done = 0
+
+        def finish(task: _Task, result: LabResult, retry: bool = False) -> None:
+            nonlocal done
+            book.record(run_id=run_id, student=task.entry.student, source=task.entry.name,
+                        kind=task.entry.kind, digest=task.digest, grader_key=key,
+                        result=result, retry=retry)
+            for sink in sinks:
+                sink(task.entry.student, result)
+            done += 1
+            kind = "error" if result.status is Status.ERROR else "graded"
+            counts["errors" if kind == "error" else "graded"] += 1
+            emit(BatchEvent(kind, done, len(entries), task.entry.student, result))
+            if task.workdir is not None:
+                shutil.rmtree(task.workdir.parent, ignore_errors=True)
+
+        pool = _Pool(lab, jobs, scratch, out / "logs")
+        try:
+            pending = iter(entries)
+            serials = itertools.count(1)
+            exhausted = False
+            while True:
+                while not exhausted and pool.load < 2 * jobs:  # a few ready, never all
+                    entry = next(pending, None)
+                    if entry is None:
+                        exhausted = True
+                        break
+                    task, files = _read(lab, entry, lang, max_unpacked, scratch, next(serials))
+                    previous = book.previous(lab.id, entry.student)
+                    if (not regrade and previous is not None and not previous.retry
+                            and previous.digest == task.digest and previous.grader_key == key):
+                        done += 1
+                        counts["skipped"] += 1
+                        emit(BatchEvent("skipped", done, len(entries), entry.student))
+                    elif task.error:
+                        finish(task, error_result(lab, task.error, lang, max_score=max_score))
+                    else:
+                        task.workdir = scratch / f"s{task.serial}" / "work"
+                        task.workdir.mkdir(parents=True)
+                        workspace.materialize(files, task.workdir)
+                        pool.submit(task)
+                if exhausted and pool.load == 0:
+                    break
+                for task, document, failure in pool.wait():
+                    if document is not None:
+                        result = LabResult.from_dict(document)
+                        if task.note:
+                            message = " ".join(filter(None, (result.message, task.note)))
+                            result = dataclasses.replace(result, message=message)
+                        finish(task, result)
+                    else:
+                        finish(task, error_result(lab, failure, lang, task.files_digest,
+                                                  max_score), retry=True)
+        finally:
+            pool.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+        book.finish_run(run_id, counts["graded"], counts["skipped"], counts["errors"])
+    return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
+                        counts["graded"], counts["skipped"], counts["errors"], tuple(ignored),
+                        time.monotonic() - started, run_id)
+
+
+# --- one submission ---------------------------------------------------------------------
+
+
+@dataclass
+class _Task:
+    entry: submissions.Entry
+    digest: str  # what the gradebook compares on a rerun
+    files_digest: str = ""  # of the graded files ("" when they could not be read)
+    workdir: Path | None = None
+    note: str = ""
+    error: str = ""
+    serial: int = 0
+    lang: str = "en"
+
+
+def _read(lab: LabSpec, entry: submissions.Entry, lang: str, max_unpacked: int,
+          scratch: Path, serial: int) -> tuple[_Task, dict[str, bytes]]:
+    """An entry's task and files (none, with `task.error` set, if it cannot be graded)."""
+    try:
+        collected = submissions.read(lab, entry, lang, max_unpacked, scratch)
+    except submissions.SubmissionError as exc:
+        task = _Task(entry, submissions.error_digest(entry), error=exc.text(lang),
+                     serial=serial, lang=lang)
+        return task, {}
+    task = _Task(entry, collected.digest, collected.digest, note=collected.note, serial=serial,
+                 lang=lang)
+    return task, collected.files
+
+
+def error_result(lab: LabSpec, message: str, lang: str, digest: str = "",
+                 max_score: float | None = None) -> LabResult:
+    """The result of a submission that could not be graded (status `error`, no checks)."""
+    if max_score is None:
+        max_score = lab_checks(lab).max_score
+    return LabResult(
+        lab=lab.id, status=Status.ERROR, score=0.0, max_score=max_score, duration_s=0.0,
+        labkit_version=__version__, digest=digest, lang=lang, isolation=NO_ISOLATION,
+        checks=(), message=message,
+    )
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path) -> Iterator[None]:
+    """One batch at a time per output folder."""
+    with open(out / ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BatchError(f"another labkit batch is writing to {out}") from None
+        yield
+
+
+# --- the grading processes ---------------------------------------------------------------
+
+
+class _Grader:
+    """One `labkit.gradeserver` process and the submission it is grading, if any."""
+
+    def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path) -> None:
+        self.index = index
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        tmp = scratch / f"grader-{index}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log = logs / f"grader-{index}.log"
+        env = {**os.environ, "TMPDIR": str(tmp)}
+        env.pop("PYTEST_ADDOPTS", None)
+        with open(self.log, "wb") as log:  # this run's log replaces the last one's
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "labkit.gradeserver", str(req_r), str(rep_w)],
+                pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=env, cwd=str(tmp),
+            )
+        os.close(req_r)
+        os.close(rep_w)
+        self.requests = os.fdopen(req_w, "wb")
+        self.replies = rep_r
+        os.set_blocking(rep_r, False)
+        self.buffer = b""
+        self.ready = False
+        self.task: _Task | None = None
+        self.deadline = time.monotonic() + STARTUP_LIMIT
+        self.send({"op": "init", "lab": gradeserver.lab_to_json(lab)})
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.requests.write(json.dumps(message).encode() + b"\n")
+        self.requests.flush()
+
+    def messages(self) -> tuple[list[dict[str, Any]], bool]:
+        """Complete messages received so far, and whether the process closed its end."""
+        closed = False
+        while True:
+            try:
+                chunk = os.read(self.replies, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                closed = True
+                break
+            self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()], closed
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+    def stop(self, kill: bool = False) -> None:
+        with contextlib.suppress(OSError):
+            self.requests.close()
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            os.close(self.replies)
+
+
+class _Pool:
+    """N grading processes, started on first use, replaced when one dies or hangs."""
+
+    def __init__(self, lab: LabSpec, jobs: int, scratch: Path, logs: Path) -> None:
+        self.lab, self.jobs, self.scratch, self.logs = lab, jobs, scratch, logs
+        self.graders: list[_Grader] = []
+        self.queue: deque[_Task] = deque()
+        self.selector = selectors.DefaultSelector()
+        self.wall = lab.grade_timeout + lab.call_timeout + WALL_SLACK
+        self._started = 0
+
+    @property
+    def load(self) -> int:
+        return len(self.queue) + sum(g.task is not None for g in self.graders)
+
+    def _start(self) -> _Grader:
+        self._started += 1
+        grader = _Grader(self.lab, self._started, self.scratch, self.logs)
+        self.selector.register(grader.replies, selectors.EVENT_READ, grader)
+        self.graders.append(grader)
+        return grader
+
+    def _retire(self, grader: _Grader, kill: bool) -> None:
+        self.selector.unregister(grader.replies)
+        self.graders.remove(grader)
+        grader.stop(kill=kill)
+
+    def submit(self, task: _Task) -> None:
+        if not self.graders:
+            for _ in range(self.jobs):
+                self._start()
+        self.queue.append(task)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for grader in self.graders:
+            if not self.queue:
+                return
+            if grader.ready and grader.task is None:
+                task = self.queue.popleft()
+                grader.task = task
+                grader.deadline = time.monotonic() + self.wall
+                try:
+                    grader.send({"op": "grade", "id": task.serial, "dir": str(task.workdir),
+                                 "lang": task.lang})
+                except OSError:
+                    pass  # it died; the selector reports the closed pipe next
+
+    def wait(self) -> list[tuple[_Task, dict[str, Any] | None, str]]:
+        """Block until something finishes; each item is (task, document, failure text)."""
+        finished: list[tuple[_Task, dict[str, Any] | None, str]] = []
+        while not finished and self.load:
+            soonest = min((g.deadline for g in self.graders if g.task or not g.ready),
+                          default=time.monotonic() + 1.0)
+            events = self.selector.select(timeout=max(0.0, soonest - time.monotonic()))
+            for selected, _ in events:
+                grader: _Grader = selected.data
+                messages, closed = grader.messages()
+                for message in messages:
+                    if message.get("ready"):
+                        grader.ready = True
+                    elif grader.task is not None and message.get("id") == grader.task.serial:
+                        task, grader.task = grader.task, None
+                        if "result" in message:
+                            finished.append((task, message["result"], ""))
+                        else:
+                            finished.append((task, None, _died(task, str(message.get("error")))))
+                if closed:
+                    self._lost(grader, finished, overran=False)
+            now = time.monotonic()
+            for grader in list(self.graders):
+                if grader.deadline <= now and (grader.task is not None or not grader.ready):
+                    self._lost(grader, finished, overran=True)
+            self._dispatch()
+        return finished
+
+    def _lost(self, grader: _Grader, finished: list, overran: bool) -> None:
+        """A grading process died or overran: record its task, start a replacement."""
+        was_ready, task = grader.ready, grader.task
+        self._retire(grader, kill=overran)
+        if not was_ready:
+            tail = grader.log_tail()
+            raise BatchError(
+                f"a grading process for {self.lab.id} failed to start"
+                + (f": {tail}" if tail else f" (see {grader.log})")
+            )
+        if task is not None:
+            if overran:
+                text = i18n.t("batch_wall_limit", task.lang, seconds=f"{self.wall:g}")
+            else:
+                text = i18n.t("batch_grader_died", task.lang,
+                              detail=_exit_text(grader.process.returncode))
+            finished.append((task, None, text))
+        self._start()
+
+    def close(self) -> None:
+        for grader in self.graders:  # all at once: idle ones end on their own at end of input
+            with contextlib.suppress(OSError):
+                grader.requests.close()
+        for grader in list(self.graders):
+            self._retire(grader, kill=grader.task is not None or not grader.ready)
+        self.selector.close()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return signal.Signals(-code).name
+    return f"exit code {code}"
+
+
+def _died(task: _Task, error: str) -> str:
+    return i18n.t("grader_error", task.lang, type=error.split(":")[0][:80])

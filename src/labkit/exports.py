@@ -1,0 +1,143 @@
+"""Exports from the gradebook: CSV, JSON Lines and Gradescope `results.json` files.
+
+- CSV: one row per student (current grading): `student`, `status`, one column of points
+  per check (in grader order), `total`, `max_score`.
+- JSONL: one line per student, `{"student", "source", "graded_at", "result"}`, where
+  `result` is the full `labkit.result/1` document.
+- Gradescope: `<dest>/<student>/results.json` in Gradescope's autograder format, so
+  labkit can serve as a Gradescope autograder (`gradescope(result)` builds one; `labkit
+  grade --format gradescope` prints it for one workspace).
+
+Files are written atomically (a reader sees the old file or the new one, never half).
+Texts students read (test output) are in the result's language.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from labkit import i18n, registry
+from labkit.fsutil import write_atomic
+from labkit.gradebook import Gradebook, GradebookError, locate
+from labkit.results import LabResult, Status
+
+FORMATS = ("csv", "jsonl", "gradescope")
+DEFAULT_NAMES = {"csv": "grades.csv", "jsonl": "results.jsonl", "gradescope": "gradescope"}
+
+
+class ExportError(Exception):
+    """The export cannot be made (one line, for the CLI)."""
+
+
+def open_gradebook(out: Path) -> Gradebook:
+    """The existing gradebook of OUT (a batch's output folder, or the file itself)."""
+    try:
+        return Gradebook(locate(out)[0], create=False)
+    except GradebookError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def pick_lab(book: Gradebook, lab: str | None) -> str:
+    """The lab to export or report: the one asked for, or the only one graded."""
+    labs = book.labs()
+    if lab is not None:
+        if lab not in labs:
+            raise ExportError(f"the gradebook has no gradings of {lab} (it has: "
+                              f"{', '.join(labs) or 'none'})")
+        return lab
+    if len(labs) != 1:
+        raise ExportError("the gradebook is empty" if not labs else
+                          f"the gradebook holds several labs ({', '.join(labs)}): pass --lab")
+    return labs[0]
+
+
+def check_columns(book: Gradebook, lab: str) -> list[str]:
+    """The lab's check ids in grader order, from the gradings, else from the catalogue."""
+    ids = [check_id for check_id, _, _ in book.checks(lab)]
+    if not ids:
+        try:
+            ids = [c.id for c in registry.lab_checks(registry.get_lab(lab)).checks]
+        except (LookupError, OSError):
+            ids = []
+    return ids
+
+
+def csv_text(book: Gradebook, lab: str) -> str:
+    checks = check_columns(book, lab)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["student", "status", *checks, "total", "max_score"])
+    for stored in book.current(lab):
+        result = stored.result
+        points = {c["id"]: c["points"] for c in result["checks"]}
+        writer.writerow([
+            stored.student, result["status"], *(_num(points.get(c, 0)) for c in checks),
+            _num(result["score"]), _num(result["max_score"]),
+        ])
+    return buffer.getvalue()
+
+
+def jsonl_lines(book: Gradebook, lab: str) -> Iterator[str]:
+    for stored in book.current(lab):
+        yield json.dumps({"student": stored.student, "source": stored.source,
+                          "graded_at": stored.graded_at, "result": stored.result},
+                         ensure_ascii=False)
+
+
+def gradescope(result: LabResult) -> dict[str, Any]:
+    """One grading in Gradescope's autograder `results.json` format."""
+    lang = result.lang
+    tests = []
+    for check in result.checks:
+        output = check.message
+        if check.output.strip():
+            output = f"{output}\n\n{i18n.t('output_excerpt', lang)}\n{check.output}".strip()
+        tests.append({
+            "name": f"{check.id}: {check.title}",
+            "score": check.points,
+            "max_score": check.max_points,
+            "status": "passed" if check.status is Status.PASS else "failed",
+            "output": output,
+            "visibility": "visible",
+        })
+    passed = sum(c.status is Status.PASS for c in result.checks)
+    summary = i18n.t("total", lang, score=result.score, max_score=result.max_score,
+                     passed=passed, count=len(result.checks), duration=result.duration_s)
+    return {
+        "score": result.score,
+        "execution_time": round(result.duration_s, 3),
+        "output": "\n".join(filter(None, (result.message, summary))),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }
+
+
+def export(out: Path, fmt: str, dest: Path | None = None,
+           lab: str | None = None) -> tuple[Path, int]:
+    """Write one export of the gradebook under `out`; returns (where, how many students)."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    with open_gradebook(out) as book:
+        lab_id = pick_lab(book, lab)
+        dest = dest or locate(out)[1] / DEFAULT_NAMES[fmt]
+        count = book.count(lab_id)
+        if fmt == "csv":
+            write_atomic(dest, csv_text(book, lab_id))
+        elif fmt == "jsonl":
+            write_atomic(dest, "".join(line + "\n" for line in jsonl_lines(book, lab_id)))
+        else:
+            for stored in book.current(lab_id):
+                document = gradescope(LabResult.from_dict(stored.result))
+                write_atomic(dest / stored.student / "results.json",
+                             json.dumps(document, ensure_ascii=False, indent=2))
+    return dest, count
+
+
+def _num(value: float) -> str:
+    return f"{float(value):g}"

@@ -1,0 +1,284 @@
+"""A class's submissions: find them in a folder and read each one's files safely.
+
+A submissions folder holds one entry per student: a workspace folder or a `.zip` of one
+(as LMS downloads come); the student id is the entry's name without `.zip`. Reading an
+entry never trusts it: zips are checked before anything is unpacked (no path may leave
+the folder, the unpacked size is bounded, members are read with a cap), only the lab's
+own files are taken out, and anything unusable becomes a `SubmissionError` whose
+message names the problem, so that student gets an `error` and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from labkit import i18n, workspace
+from labkit.registry import LabSpec
+
+MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a zip declaring more than this is refused
+MAX_ZIP_MEMBERS = 10_000
+SEARCH_DEPTH = 2  # how deep inside an entry the lab's files may sit (e.g. alice/lab02/)
+_IGNORED = ("__MACOSX", "__pycache__")
+
+
+class SubmissionError(Exception):
+    """An entry that cannot be graded; `key` and `params` name a kit message."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key, params)
+        self.key = key
+        self.params = params
+
+    def text(self, lang: str) -> str:
+        return i18n.t(self.key, lang, **self.params)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One student's entry in the submissions folder (small: a class may have thousands)."""
+
+    student: str
+    root: Path  # the submissions folder (one object shared by all entries)
+    name: str  # the entry's file or folder name
+    kind: str  # "folder" or "zip"
+    duplicate_of: str = ""  # set when the same student has another entry too
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.name
+
+
+@dataclass(frozen=True)
+class Collected:
+    """An entry's lab files, ready to grade, and a note on how they were read."""
+
+    files: dict[str, bytes]
+    note: str
+    digest: str
+
+
+def discover(root: Path) -> tuple[list[Entry], list[str]]:
+    """The entries of `root` sorted by student, and the names that were ignored.
+
+    Hidden names are skipped silently; files that are not `.zip` and symlinks are
+    ignored (and listed). A student with both `alice/` and `alice.zip` gets both
+    entries marked as duplicates.
+    """
+    root = Path(root)
+    entries: dict[str, list[Entry]] = {}
+    ignored: list[str] = []
+    with os.scandir(root) as found:
+        for item in found:
+            if item.name.startswith(".") or item.name in _IGNORED:
+                continue
+            if item.is_dir(follow_symlinks=False):
+                entry = Entry(item.name, root, item.name, "folder")
+            elif item.is_file(follow_symlinks=False) and item.name.lower().endswith(".zip"):
+                entry = Entry(item.name[:-4], root, item.name, "zip")
+            else:
+                ignored.append(item.name)
+                continue
+            entries.setdefault(entry.student, []).append(entry)
+    result = []
+    for student in sorted(entries):
+        group = entries[student]
+        if len(group) > 1:
+            names = ", ".join(sorted(e.name for e in group))
+            group = [Entry(e.student, e.root, e.name, e.kind, duplicate_of=names)
+                     for e in group[:1]]
+        result.append(group[0])
+    return result, sorted(ignored)
+
+
+def read(lab: LabSpec, entry: Entry, lang: str, max_unpacked: int = MAX_UNPACKED_BYTES,
+         scratch: Path | None = None) -> Collected:
+    """The lab's files of one entry, or `SubmissionError` saying why there are none.
+
+    A zip's lab files are unpacked into a temporary folder (under `scratch` if given).
+    """
+    if entry.duplicate_of:
+        raise SubmissionError("batch_duplicate", names=entry.duplicate_of)
+    if entry.kind == "zip":
+        with tempfile.TemporaryDirectory(prefix="unzip-", dir=scratch) as tmp:
+            root = _unzip(lab, entry.path, Path(tmp), max_unpacked)
+            return _collect(lab, root, entry, lang)
+    return _collect(lab, _find_root(lab, entry.path, entry), entry, lang)
+
+
+def error_digest(entry: Entry) -> str:
+    """A fingerprint of an entry that could not be read, so a rerun can tell if it changed."""
+    h = hashlib.sha256()
+    try:
+        if entry.kind == "zip":
+            with open(entry.path, "rb") as handle:
+                h.update(hashlib.file_digest(handle, "sha256").digest())
+        else:
+            for path in sorted(_walk(entry.path, SEARCH_DEPTH + 1)):
+                info = os.lstat(path)
+                h.update(f"{path.relative_to(entry.path)}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                         .encode("utf-8", "surrogateescape"))
+    except OSError as exc:
+        h.update(str(exc).encode())
+    return "sha256:" + h.hexdigest()
+
+
+# --- folders ------------------------------------------------------------------------------
+
+
+def _markers(lab: LabSpec) -> tuple[str, ...]:
+    """Names whose presence says 'the lab's workspace is here'."""
+    return (lab.files[0], f"{lab.id}.ipynb")
+
+
+def _walk(root: Path, depth: int) -> Iterator[Path]:
+    """Every path under `root` down to `depth` levels, never following symlinks."""
+    try:
+        with os.scandir(root) as found:
+            items = list(found)
+    except OSError:
+        return
+    for item in items:
+        if item.name in _IGNORED:
+            continue
+        yield Path(item.path)
+        if depth > 1 and item.is_dir(follow_symlinks=False):
+            yield from _walk(Path(item.path), depth - 1)
+
+
+def _find_root(lab: LabSpec, folder: Path, entry: Entry) -> Path:
+    """The folder inside an entry that holds the lab's files (the entry itself, usually)."""
+    if any(os.path.lexists(folder / m) for m in (*lab.files, *_markers(lab))):
+        return folder
+    candidates = set()
+    for path in _walk(folder, SEARCH_DEPTH + 1):
+        rel = path.relative_to(folder).as_posix()
+        for marker in _markers(lab):
+            if rel.endswith("/" + marker):
+                candidates.add(rel[: -len(marker)])
+    if not candidates:
+        if not any(True for _ in _walk(folder, 1)):
+            raise SubmissionError("batch_empty", name=entry.name)
+        raise SubmissionError("batch_no_lab_files", name=entry.name,
+                              files=", ".join(lab.files))
+    return folder / _pick_prefix(candidates, entry)
+
+
+def _pick_prefix(candidates: set[str], entry: Entry) -> str:
+    shallowest = min(p.count("/") for p in candidates)
+    best = sorted(p for p in candidates if p.count("/") == shallowest)
+    if len(best) > 1:
+        raise SubmissionError("batch_ambiguous", name=entry.name,
+                              folders=", ".join(p.rstrip("/") or "." for p in best[:4]))
+    return best[0]
+
+
+def _collect(lab: LabSpec, root: Path, entry: Entry, lang: str) -> Collected:
+    try:
+        found = workspace.collect_submission(lab, root, lang)
+    except workspace.WorkspaceError as exc:
+        raise SubmissionError(exc.key, **exc.params) from None
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise SubmissionError("batch_unreadable", name=entry.name,
+                              reason=type(exc).__name__) from None
+    return Collected(found.files, found.note, workspace.digest(found.files))
+
+
+# --- zips ---------------------------------------------------------------------------------
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
+    """Check the whole zip, then unpack only the lab's files into `dest`; the lab root."""
+    name = path.name
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise SubmissionError("batch_bad_zip", name=name, reason=_reason(exc)) from None
+    with archive:
+        members = archive.infolist()
+        if len(members) > MAX_ZIP_MEMBERS:
+            raise SubmissionError("batch_zip_bomb", name=name, limit=max_unpacked // 2**20)
+        if sum(m.file_size for m in members) > max_unpacked:
+            raise SubmissionError("batch_zip_bomb", name=name, limit=max_unpacked // 2**20)
+        names: dict[str, zipfile.ZipInfo] = {}
+        for member in members:
+            clean = _safe_name(member.filename)
+            if clean is None:
+                raise SubmissionError("batch_unsafe_zip", name=name,
+                                      path=member.filename[:200])
+            if clean and not member.is_dir() and clean.split("/")[0] not in _IGNORED:
+                names[clean] = member
+        if not names:
+            raise SubmissionError("batch_empty", name=name)
+        prefix = _zip_prefix(lab, names, path)
+        wanted = [*lab.files, f"{lab.id}.ipynb"]
+        for rel in wanted:
+            member = names.get(prefix + rel)
+            if member is None:
+                continue
+            mode = member.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise SubmissionError("bad_file", path=rel, reason="symlink")
+            limit = workspace.MAX_FILE_BYTES if rel.endswith(".py") else (
+                getattr(workspace, "NOTEBOOK_MAX_BYTES", workspace.MAX_FILE_BYTES))
+            data = _read_member(archive, member, limit, name)
+            if len(data) > limit:
+                raise SubmissionError("file_too_large", path=rel, limit=limit)
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    return dest
+
+
+def _safe_name(raw: str) -> str | None:
+    """The member's path, normalised; None if it is absolute or climbs out (`..`)."""
+    text = raw.replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text) or "\0" in text:
+        return None
+    parts = [p for p in PurePosixPath(text).parts if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def _zip_prefix(lab: LabSpec, names: dict[str, zipfile.ZipInfo], path: Path) -> str:
+    candidates = set()
+    for clean in names:
+        for marker in _markers(lab):
+            if clean == marker:
+                candidates.add("")
+            elif (clean.endswith("/" + marker)
+                  and clean.count("/") <= SEARCH_DEPTH + marker.count("/")):
+                candidates.add(clean[: -len(marker)])
+    if not candidates:
+        raise SubmissionError("batch_no_lab_files", name=path.name, files=", ".join(lab.files))
+    return _pick_prefix(candidates, Entry(path.stem, path.parent, path.name, "zip"))
+
+
+def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int,
+                 name: str) -> bytes:
+    """At most `limit + 1` bytes of a member: a lying size header cannot make us read more."""
+    if member.flag_bits & 0x1:
+        raise SubmissionError("batch_bad_zip", name=name, reason="encrypted")
+    try:
+        with archive.open(member) as handle:
+            return handle.read(limit + 1)
+    except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, OSError,
+            EOFError, ValueError) as exc:
+        raise SubmissionError("batch_bad_zip", name=name, reason=_reason(exc)) from None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:120] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

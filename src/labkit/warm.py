@@ -1,0 +1,246 @@
+"""A warm grading session: pytest collected once for a lab, then many workspaces graded.
+
+`runner.grade_files` pays pytest's start-up and collection, and hypothesis's example
+generation, on every grading. A batch grader process instead opens one `WarmSession`
+and grades every submission it is sent with the same collected items:
+
+- pytest runs once (`run(loop)`); inside its test loop, `loop(grade)` is called, and
+  each `grade(...)` runs the protocol of every collected item again, with the
+  plugin's per-grading state reset (`BatchPlugin.begin`).
+- property-based checks are replayed: the examples hypothesis generates for a check
+  are recorded once per process (with a stand-in test that always passes) and each
+  grading runs the check's body on them in order, stopping at the first failure, as
+  hypothesis does without shrinking. The examples therefore never depend on the
+  submission or on what was graded before in the same process. A check whose body
+  needs hypothesis at run time (`assume`, `note`, `st.data()`) runs under hypothesis.
+- random generators kept at module level by graders (NumPy `Generator`/`RandomState`,
+  `random.Random`) are reset to their state after import before every grading, so a
+  submission's grade does not depend on which submissions the process graded before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import inspect
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from labkit import runner
+from labkit.plugin import GradingPlugin
+from labkit.registry import LabSpec, lab_checks
+from labkit.results import LabResult
+from labkit.sandbox import Sandbox, SandboxConfig, Zygote
+
+GradeFn = Callable[[Path, dict[str, bytes], str], LabResult]
+
+try:  # hypothesis seeds the global PRNGs per example; do the same when replaying
+    from hypothesis.internal.entropy import deterministic_PRNG as _seeded
+except ImportError:  # pragma: no cover - an older or newer hypothesis layout
+    _seeded = contextlib.nullcontext  # type: ignore[assignment]
+
+
+class _NotReplayable(Exception):
+    """The check's body needs hypothesis itself; run it under hypothesis."""
+
+
+class Replay:
+    """The recorded examples of one property-based check and how to run them."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+        self.inner = wrapped.hypothesis.inner_test
+        self.fixtures = list(inspect.signature(wrapped).parameters)
+        self.examples: list[dict[str, Any]] | None = None
+        self.frozen: list[bool] = []  # examples made only of immutable values need no copy
+
+    def record(self) -> None:
+        """Run hypothesis once with a body that passes, keeping what it generated."""
+        from hypothesis.errors import HypothesisException
+
+        seen: list[dict[str, Any]] = []
+        fixtures = set(self.fixtures)
+
+        def stand_in(*args: Any, **kwargs: Any) -> None:
+            example = {k: v for k, v in kwargs.items() if k not in fixtures}
+            if args or any(type(v).__name__ == "DataObject" for v in example.values()):
+                raise _NotReplayable
+            seen.append(copy.deepcopy(example))
+
+        self.wrapped.hypothesis.inner_test = stand_in
+        try:
+            self.wrapped(**dict.fromkeys(self.fixtures))
+            self.examples = seen
+            self.frozen = [_immutable(example) for example in seen]
+        except (_NotReplayable, HypothesisException):
+            self.examples = None
+        finally:
+            self.wrapped.hypothesis.inner_test = self.inner
+
+    def run(self, funcargs: dict[str, Any]) -> None:
+        """The check's body on each recorded example, in order; the first failure ends it."""
+        from hypothesis.errors import HypothesisException
+
+        if self.examples is None:
+            self.wrapped(**funcargs)
+            return
+        try:
+            with _seeded():  # once per check: the global PRNGs start the same every grading
+                for example, frozen in zip(self.examples, self.frozen, strict=True):
+                    self.inner(**funcargs, **(example if frozen else copy.deepcopy(example)))
+        except HypothesisException:  # assume(), note() ...: hypothesis must drive it
+            self.examples = None
+            self.wrapped(**funcargs)
+
+
+class BatchPlugin(GradingPlugin):
+    """The grading plugin, reusable: `begin` resets what belongs to one grading."""
+
+    def __init__(self, lab: LabSpec, loop: Callable[[GradeFn], None], zygote: Zygote) -> None:
+        super().__init__(lab, lab_checks(lab), None, "en")  # type: ignore[arg-type]
+        self.loop, self.zygote = loop, zygote
+        self.items: list[pytest.Item] = []
+        self.replays: dict[str, Replay] = {}
+        self._random_states: list[tuple[Any, Any]] = []
+
+    def begin(self, sandbox: Sandbox, lang: str) -> None:
+        self.sandbox, self.lang = sandbox, lang
+        self.deadline = time.monotonic() + self.lab.grade_timeout
+        self.broken, self.outcomes, self._sessions, self._credits = {}, {}, {}, {}
+        for owner, state in self._random_states:
+            _set_random_state(owner, state)
+
+    # --- hooks ------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = list(session.items)
+        modules = {id(item.module): item.module for item in self.items if hasattr(item, "module")}
+        for module in modules.values():
+            for value in vars(module).values():
+                state = _get_random_state(value)
+                if state is not None:
+                    self._random_states.append((value, state))
+        for item in self.items:
+            obj = getattr(item, "obj", None)
+            if getattr(getattr(obj, "hypothesis", None), "inner_test", None) is not None:
+                replay = Replay(obj)
+                replay.record()
+                self.replays[item.nodeid] = replay
+        gc.collect()
+        gc.freeze()  # what is loaded now lives as long as the process: never scan it again
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        replay = self.replays.get(pyfuncitem.nodeid)
+        if replay is None:
+            return None
+        replay.run({name: pyfuncitem.funcargs[name] for name in replay.fixtures})
+        return True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        self.loop(self.grade)
+        return True
+
+    # --- one grading ----------------------------------------------------------------
+
+    def grade(self, workdir: Path, files: dict[str, bytes], lang: str) -> LabResult:
+        """Grade the files already materialised in `workdir` (the sandbox's copy)."""
+        started = time.monotonic()
+        probes = self.lab.grader_dir / "probes.py"
+        config = SandboxConfig(
+            workdir=workdir,
+            modules=self.lab.modules,
+            sys_path=self.lab.sys_path,
+            probes=probes if probes.is_file() else None,
+        )
+        with Sandbox(config, zygote=self.zygote) as sandbox:
+            self.begin(sandbox, lang)
+            for index, item in enumerate(self.items):
+                following = self.items[index + 1] if index + 1 < len(self.items) else None
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
+            outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
+        self.sandbox = None  # type: ignore[assignment]
+        return runner._assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
+
+
+def _immutable(value: Any) -> bool:
+    """Whether a generated value is made only of immutable parts (tuples of ints...)."""
+    if isinstance(value, _IMMUTABLE):
+        return True
+    if isinstance(value, tuple | frozenset):
+        return all(_immutable(v) for v in value)
+    if isinstance(value, dict):  # the example itself: its values are what matter
+        return all(_immutable(v) for v in value.values())
+    return False
+
+
+class PlainReports:
+    """pytest's reports without formatting tracebacks: the batch never shows them.
+
+    pytest renders the source of every frame of a failure's traceback for its report;
+    a check's outcome comes from the exception itself (`GradingPlugin`), so a one-line
+    report is enough and a failing submission costs no more than a passing one.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        from _pytest.reports import TestReport
+
+        excinfo = call.excinfo
+        if excinfo is None:
+            outcome, longrepr = "passed", None
+        elif isinstance(excinfo.value, pytest.skip.Exception):
+            outcome = "skipped"
+            longrepr = (str(item.path), item.location[1] or 0, str(excinfo.value))
+        else:
+            outcome, longrepr = "failed", f"{excinfo.typename}: {str(excinfo.value)[:200]}"
+        return TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
+                          duration=call.duration, start=call.start, stop=call.stop)
+
+
+def _get_random_state(value: Any) -> Any:
+    import numpy as np
+
+    if isinstance(value, np.random.Generator):
+        return copy.deepcopy(value.bit_generator.state)
+    if isinstance(value, np.random.RandomState):
+        return value.get_state()
+    if isinstance(value, random.Random):
+        return value.getstate()
+    return None
+
+
+def _set_random_state(owner: Any, state: Any) -> None:
+    import numpy as np
+
+    if isinstance(owner, np.random.Generator):
+        owner.bit_generator.state = copy.deepcopy(state)
+    elif isinstance(owner, np.random.RandomState):
+        owner.set_state(state)
+    else:
+        owner.setstate(state)
+
+
+def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
+    """Collect `lab`'s graders once, then call `loop(grade)`; returns when `loop` does."""
+    plugin = BatchPlugin(lab, loop, zygote)
+    saved = os.environ.pop("PYTEST_ADDOPTS", None)
+    try:
+        code = pytest.main(runner.pytest_args(lab), plugins=[plugin, PlainReports()])
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_ADDOPTS"] = saved
+    if not plugin.items or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise RuntimeError(f"{lab.id}: the graders could not be collected (pytest exit {code})")

@@ -1,0 +1,128 @@
+"""Exports from the gradebook: CSV (a row per student, a column per check), JSONL (the
+result documents) and Gradescope results.json; and `labkit grade --format gradescope`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+from batchkit import LAB02, SOLUTION, made_up, made_up_gradebook
+
+from labkit import exports
+from labkit.registry import lab_checks
+from labkit.results import SCHEMA_FILE
+
+VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+CHECKS = [c.id for c in lab_checks(LAB02).checks]
+GRADESCOPE_TEST_KEYS = {"name", "score", "max_score", "status", "output", "visibility"}
+
+
+@pytest.fixture()
+def out(tmp_path):
+    made_up_gradebook(tmp_path / "gradebook.sqlite")
+    return tmp_path
+
+
+def labkit(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from labkit.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_csv_has_a_row_per_student_and_a_column_per_check(out):
+    dest, count = exports.export(out, "csv")
+    assert dest == out / "grades.csv" and count == 5
+    with open(dest, newline="") as handle:
+        table = list(csv.reader(handle))
+    assert table[0] == ["student", "status", *CHECKS, "total", "max_score"]
+    by_student = {row[0]: dict(zip(table[0], row, strict=True)) for row in table[1:]}
+    assert list(by_student) == ["ana", "ben", "cruz", "dora", "eli"]
+    assert by_student["ana"]["total"] == "14" and by_student["ana"]["max_score"] == "14"
+    ben = by_student["ben"]  # the current grading, not his older one
+    assert ben["status"] == "fail" and ben[CHECKS[1]] == "0" and ben[CHECKS[4]] == "0"
+    assert float(ben["total"]) == sum(float(ben[c]) for c in CHECKS) == 10
+    assert by_student["eli"]["status"] == "error"
+    assert all(by_student["eli"][c] == "0" for c in CHECKS)
+
+
+def test_jsonl_lines_carry_valid_result_documents(out):
+    dest, _ = exports.export(out, "jsonl", dest=out / "all.jsonl")
+    lines = dest.read_text().splitlines()
+    assert len(lines) == 5
+    for line in lines:
+        entry = json.loads(line)
+        assert set(entry) == {"student", "source", "graded_at", "result"}
+        VALIDATOR.validate(entry["result"])
+    assert json.loads(lines[2])["result"]["lang"] == "es"
+
+
+def test_gradescope_files_have_the_autograder_shape(out):
+    dest, count = exports.export(out, "gradescope")
+    files = sorted(dest.glob("*/results.json"))
+    assert [f.parent.name for f in files] == ["ana", "ben", "cruz", "dora", "eli"]
+    ben = json.loads((dest / "ben" / "results.json").read_text())
+    assert ben["score"] == 10 and len(ben["tests"]) == len(CHECKS)
+    for test in ben["tests"]:
+        assert set(test) >= GRADESCOPE_TEST_KEYS
+        assert test["status"] in ("passed", "failed") and test["visibility"] == "visible"
+    failed = [t for t in ben["tests"] if t["status"] == "failed"]
+    assert [t["score"] for t in failed] == [0, 0] and all(t["output"] for t in failed)
+    assert sum(t["score"] for t in ben["tests"]) == ben["score"]
+    cruz = json.loads((dest / "cruz" / "results.json").read_text())  # graded in Spanish
+    assert "puntos" in cruz["output"]
+    assert any("debe" in t["output"] or "incorrecto" in t["output"] for t in cruz["tests"])
+    eli = json.loads((dest / "eli" / "results.json").read_text())
+    assert eli["score"] == 0 and eli["tests"] == [] and "zip" in eli["output"]
+
+
+def test_gradescope_output_includes_what_the_code_printed():
+    import dataclasses
+
+    result = made_up({CHECKS[0]: "fail"}, lang="es")
+    checks = list(result.checks)
+    checks[0] = dataclasses.replace(checks[0], output="hola\n")
+    document = exports.gradescope(dataclasses.replace(result, checks=tuple(checks)))
+    assert "Tu código imprimió" in document["tests"][0]["output"]
+    assert "hola" in document["tests"][0]["output"]
+
+
+def test_export_errors_are_clear(tmp_path, out):
+    with pytest.raises(exports.ExportError, match="no gradebook"):
+        exports.export(tmp_path / "nowhere", "csv")
+    with pytest.raises(exports.ExportError, match="no gradings of lab01"):
+        exports.export(out, "csv", lab="lab01")
+    with pytest.raises(exports.ExportError, match="unknown format"):
+        exports.export(out, "xlsx")
+
+
+def test_cli_export_writes_and_says_where(out):
+    done = labkit("export", str(out), "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote {out / 'grades.csv'} (5 students)"
+    done = labkit("export", str(out / "gradebook.sqlite"), "--format", "jsonl", "-o",
+                  str(out / "x.jsonl"))
+    assert done.returncode == 0 and (out / "x.jsonl").is_file()
+    bad = labkit("export", str(out), "--format", "pdf")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_grade_format_gradescope_and_json_alias(tmp_path):
+    work = tmp_path / "lab02"
+    work.mkdir()
+    (work / "broadcasting.py").write_text(SOLUTION)
+    done = labkit("grade", "lab02", "--format", "gradescope", "--lang", "en", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["score"] == 14 and len(document["tests"]) == len(CHECKS)
+    assert all(set(t) >= GRADESCOPE_TEST_KEYS and t["status"] == "passed"
+               for t in document["tests"])
+    clash = labkit("grade", "lab02", "--json", "--format", "table", cwd=tmp_path)
+    assert clash.returncode == 2 and "contradict" in clash.stderr
+    missing = labkit("grade", "lab02", "--format", "gradescope", "--lang", "es",
+                     "--dir", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    failed = json.loads(missing.stdout)  # Gradescope still gets a results.json
+    assert failed["score"] == 0 and failed["tests"] == [] and "labkit fetch" in failed["output"]
