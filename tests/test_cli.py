@@ -174,3 +174,10 @@ def test_unexpected_failures_are_one_line_unless_debugging(run, monkeypatch):
     monkeypatch.setenv("LABKIT_DEBUG", "1")
     with pytest.raises(RuntimeError):
         run("list")
+
+
+def test_an_unavailable_isolation_is_a_one_line_usage_error(run):
+    run("fetch", "lab02")
+    result = run("grade", "lab02", env={"LABKIT_ISOLATION": "chroot-jail"})
+    assert result.exit_code == 2
+    assert "chroot-jail" in one_error_line(result)

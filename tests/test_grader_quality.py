@@ -60,3 +60,15 @@ def test_mutant_loses_exactly_the_checks_it_breaks(mutant: Variant):
 @pytest.mark.parametrize("lab", LABS, ids=lambda lab: lab.id)
 def test_each_lab_has_at_least_ten_mutants(lab):
     assert sum(m.lab == lab.id for m in MUTANTS) >= 10
+
+
+def test_numpy_integers_count_as_ints_in_lab02():
+    """LABS.md lets numbers come back as NumPy scalars: strides of np.int64 are fine."""
+    from labkit.registry import get_lab
+
+    lab = get_lab("lab02")
+    source = solution_files(lab)["broadcasting.py"].decode()
+    source = source.replace("return tuple(reversed(strides))",
+                            "return tuple(np.int64(s) for s in reversed(strides))")
+    result = grade_files(lab, {"broadcasting.py": source.encode()})
+    assert result.score == result.max_score

@@ -70,6 +70,10 @@ class OneLineErrors(click.Group):
         except click.Abort:
             die("aborted")
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            from labkit.isolation import IsolationError
+
+            if isinstance(exc, IsolationError):  # e.g. LABKIT_ISOLATION=bwrap without bwrap
+                die(str(exc))
             if os.environ.get("LABKIT_DEBUG"):
                 raise
             die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")

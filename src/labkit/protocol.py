@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-MAX_MESSAGE = 256 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
+MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
 MAX_DEPTH = 64
 _LEN = struct.Struct(">Q")
 
