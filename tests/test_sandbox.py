@@ -363,3 +363,12 @@ def test_the_bwrap_command_binds_nothing_writable_and_no_home():
                                                             "CAP_SETPCAP", "CAP_SYS_RESOURCE"]
         else:
             assert args[args.index("--uid") + 1] == "65534" and added == []
+
+
+def test_a_runtime_under_tmp_is_bound_over_the_private_tmp(monkeypatch):
+    """A virtualenv in the host's /tmp must stay visible inside the sandbox."""
+    monkeypatch.setattr(isolation, "runtime_paths", lambda: ["/tmp/venv-x/lib", "/opt/py"])
+    args = isolation._bwrap_args("bwrap", True, 5, 6, 7, 8)
+    tmpfs = args.index("--tmpfs")
+    binds = [i for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1] == "/tmp/venv-x/lib"]
+    assert binds and all(i > tmpfs for i in binds)

@@ -176,7 +176,11 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
         args += ["--ro-bind-try", path, path]
     args += ["--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd",
              "--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group"]
-    made = {"/"}
+    # The private /tmp comes before the runtime's binds, so that a Python (a virtualenv,
+    # say) living under the host's /tmp is bound on top of it rather than hidden by it.
+    size = ["--size", str(TMP_BYTES)] if "--size" in known else []  # not in older bwrap
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    made = {"/", "/tmp"}
     for path in runtime_paths():
         parents = []
         parent = os.path.dirname(path)
@@ -188,9 +192,7 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
             made.add(parent)
         args += ["--ro-bind", path, path]
         made.add(path)
-    size = ["--size", str(TMP_BYTES)] if "--size" in known else []  # not in older bwrap
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp",
-             "--chdir", "/tmp", "--"]
+    args += ["--chdir", "/tmp", "--"]
     return args
 
 
