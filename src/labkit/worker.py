@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import gc
 import hashlib
 import importlib
 import io
@@ -390,6 +391,7 @@ def zygote(control_fd: int, scratch: str) -> None:
     _prctl(_PR_SET_DUMPABLE, 0)  # workers cannot ptrace or read the zygote's memory
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)
+    gc.freeze()
     probes: dict[str, Any] = {}
     workers: dict[int, dict[str, Any]] = {}
     control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
@@ -435,6 +437,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[str, Any],
             key = hashlib.sha256(probe_source[1]).hexdigest()
             if key not in probes:
                 probes[key] = _load_probes(*probe_source)
+                gc.freeze()  # a worker's collections never walk (and copy) what it inherits
             probe_module = probes[key]
         workdir = _make_workdir(scratch, files)
         pid = os.fork()
