@@ -6,9 +6,11 @@ them with `labkit batch --jobs 1` and `--jobs 2` (each run as its own process, a
 instructor would), and prints for each: submissions per second, CPU per submission (the
 whole process tree: parent, grading processes, zygotes, workers), the median grading
 wall time, the speedup from 2 jobs, the cost of a looping submission beyond its timeout,
-and the main process's peak memory; then the peak memory again at N=3000.
+and the main process's peak memory; then the peak memory again at N=3000. Where nbgrader
+is installed, the same kinds of submission are also graded as notebooks by `nbgrader
+autograde` and by `labkit batch` (benchmarks/nbgrader_compare.py), and the ratio printed.
 
-    python benchmarks/batch.py [--n 300] [--big 3000] [--timeout 1] [--keep DIR]
+    python benchmarks/batch.py [--n 300] [--big 3000] [--timeout 1] [--nbgrader-n 20]
 
 Targets on a 2-core machine: >= 25 non-looping submissions/s with 2 jobs; a looping
 submission costs its timeout + <= 0.2 s; the parent's peak memory flat from 300 to 3000.
@@ -17,6 +19,7 @@ submission costs its timeout + <= 0.2 s; the parent's peak memory flat from 300 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sqlite3
@@ -226,6 +229,8 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=3000, help="N for the memory run (0: skip)")
     parser.add_argument("--timeout", type=float, default=1.0)
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and outputs here")
+    parser.add_argument("--nbgrader-n", type=int, default=20,
+                        help="notebooks for the nbgrader autograde comparison (0: skip)")
     args = parser.parse_args()
     if not shutil.which("labkit"):
         sys.exit("labkit is not installed (pip install -e .)")
@@ -248,9 +253,14 @@ def main() -> None:
               f"{check_cpu:.1f} ms CPU on the trusted side; a lab02 grading has "
               f"{LAB02_CHECKS} checks")
         figures = {"n": two}
-        # Where nbgrader is installed, its comparison on the same class belongs here:
-        # grade work/"class" as nbgrader notebooks with `nbgrader autograde` and print the
-        # ratio to `two` (benchmarks/nbgrader_compare.py does it on its own class today).
+        if args.nbgrader_n and importlib.util.find_spec("nbgrader") is not None:
+            # The same kinds of submission as notebooks (looping and hostile ones left
+            # out: under nbgrader each would cost a whole cell timeout).
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from nbgrader_compare import compare
+
+            print(f"side by side with nbgrader autograde, {args.nbgrader_n} notebooks:")
+            compare(args.nbgrader_n, 2, work / "nbgrader")
         if args.big:
             big_kinds = build(work / "big", args.big)
             big = report(f"--jobs 2, N={args.big}", args.big, big_kinds,

@@ -81,9 +81,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="labkit batch --jobs")
     parser.add_argument("--keep", type=Path, default=None, help="keep the course and outputs")
     args = parser.parse_args()
+    compare(args.n, args.jobs, args.keep)
+
+
+def compare(n: int, jobs: int, keep: Path | None = None) -> dict[str, float]:
+    """Grade `n` notebooks with both tools, print the figures and return them."""
     from labkit.nbgrader_course import submission_notebook
 
-    work = Path(args.keep or tempfile.mkdtemp(prefix="labkit-bench-nbgrader-"))
+    work = Path(keep or tempfile.mkdtemp(prefix="labkit-bench-nbgrader-"))
     work.mkdir(parents=True, exist_ok=True)
     course = work / "course"
     labkit = [sys.executable, "-c", "from labkit.cli import main; main()"]
@@ -93,28 +98,29 @@ def main() -> None:
         run([*nbgrader, "generate_assignment", LAB, "--log-level=ERROR"], course)
         released = json.loads((course / "release" / LAB / f"{LAB}.ipynb").read_text())
         kinds = variants()
-        for i in range(args.n):
+        for i in range(n):
             student = f"s{i:04d}"
             kind, source = kinds[i % len(kinds)]
             text = json.dumps(submission_notebook(released, {FILE: source}), indent=1)
             for folder in (course / "submitted" / student / LAB, work / "class" / student):
                 folder.mkdir(parents=True)
                 (folder / f"{LAB}.ipynb").write_text(text)
-        print(f"{args.n} {LAB} notebooks (solution, stub and {len(kinds) - 2} mutants in "
+        print(f"{n} {LAB} notebooks (solution, stub and {len(kinds) - 2} mutants in "
               f"turn); {os.cpu_count()} cores")
         nb_wall = run([*nbgrader, "autograde", LAB, "--log-level=ERROR"], course)
         lk_wall = run([*labkit, "batch", LAB, str(work / "class"), "--out", str(work / "out"),
-                       "--jobs", str(args.jobs), "--lang", "en"], work)
+                       "--jobs", str(jobs), "--lang", "en"], work)
         theirs, ours = nbgrader_scores(course), labkit_scores(work / "out")
         differ = sorted(s for s in ours if theirs.get(s) != ours[s])
-        print(f"nbgrader autograde: {nb_wall:.1f} s ({1000 * nb_wall / args.n:.0f} ms/notebook)")
-        print(f"labkit batch --jobs {args.jobs}: {lk_wall:.1f} s "
-              f"({1000 * lk_wall / args.n:.0f} ms/notebook)")
+        print(f"nbgrader autograde: {nb_wall:.1f} s ({1000 * nb_wall / n:.0f} ms/notebook)")
+        print(f"labkit batch --jobs {jobs}: {lk_wall:.1f} s "
+              f"({1000 * lk_wall / n:.0f} ms/notebook)")
         print(f"labkit batch is {nb_wall / lk_wall:.1f}x faster; scores agree for "
               f"{len(ours) - len(differ)} of {len(ours)} students"
               + (f" (differ: {', '.join(differ[:5])})" if differ else ""))
+        return {"nbgrader_s": nb_wall, "labkit_s": lk_wall, "agree": len(ours) - len(differ)}
     finally:
-        if args.keep is None:
+        if keep is None:
             shutil.rmtree(work, ignore_errors=True)
 
 
