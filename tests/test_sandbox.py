@@ -372,3 +372,16 @@ def test_a_runtime_under_tmp_is_bound_over_the_private_tmp(monkeypatch):
     tmpfs = args.index("--tmpfs")
     binds = [i for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1] == "/tmp/venv-x/lib"]
     assert binds and all(i > tmpfs for i in binds)
+
+
+def test_the_sweep_keeps_what_the_scratch_held_before_any_worker(tmp_path, monkeypatch):
+    """With bwrap, a runtime bound under /tmp sits in the sweep's folder: walking it on
+    every check cost seconds per grading, and it is read-only anyway."""
+    from labkit import worker
+
+    (tmp_path / "venv" / "lib").mkdir(parents=True)
+    monkeypatch.setattr(worker, "_PRESERVED", {"venv"})
+    (tmp_path / "left-by-a-check").mkdir()
+    (tmp_path / "stray.txt").write_text("x")
+    worker._sweep(str(tmp_path), {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]

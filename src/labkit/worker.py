@@ -334,10 +334,15 @@ def _kill_strays(workers: dict[int, Any]) -> None:
             time.sleep(0.005)
 
 
+# What the scratch folder held before any worker ran: with bwrap, the binds of a runtime
+# that lives under the host's /tmp (a virtualenv); read-only, and never swept.
+_PRESERVED: set[str] = set()
+
+
 def _sweep(scratch: str, workers: dict[int, Any]) -> None:
     """Remove whatever ended workers left in the scratch folder (with bwrap: all of the
     sandbox's /tmp), so nothing a check wrote reaches the next one."""
-    keep = {os.path.basename(w["workdir"]) for w in workers.values()}
+    keep = {os.path.basename(w["workdir"]) for w in workers.values()} | _PRESERVED
     try:
         entries = os.listdir(scratch)
     except OSError:
@@ -391,6 +396,10 @@ def zygote(control_fd: int, scratch: str) -> None:
     _prctl(_PR_SET_DUMPABLE, 0)  # workers cannot ptrace or read the zygote's memory
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)
+    try:
+        _PRESERVED.update(os.listdir(scratch))
+    except OSError:
+        pass
     gc.freeze()
     probes: dict[str, Any] = {}
     workers: dict[int, dict[str, Any]] = {}
