@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from kit import REPO
 
+from labkit import registry
 from labkit.cli import main
 from labkit.results import SCHEMA_FILE
 
@@ -181,3 +182,14 @@ def test_an_unavailable_isolation_is_a_one_line_usage_error(run):
     result = run("grade", "lab02", env={"LABKIT_ISOLATION": "chroot-jail"})
     assert result.exit_code == 2
     assert "chroot-jail" in one_error_line(result)
+
+
+def test_list_finds_workspaces_fetched_elsewhere_under_this_folder(run, tmp_path):
+    run("fetch", "lab04", "--dir", "mine")
+    run("fetch", "lab01")
+    out = run("list").output
+    assert "lab04" in out and "(mine)" in out and "(lab01)" in out
+    assert out.count("not fetched") == 2
+    run("grade", "lab04", "--dir", "mine")
+    max_score = registry.lab_checks(registry.get_lab("lab04")).max_score
+    assert f"last grade 0/{max_score:g}" in run("list").output

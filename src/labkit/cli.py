@@ -90,16 +90,18 @@ def main() -> None:
 def list_labs(lang: str | None) -> None:
     """Every lab, and how far you are with the ones under this folder."""
     lang = i18n.detect_lang(lang)
+    found = workspace.find_workspaces(Path.cwd())
     for lab in registry.catalogue():
-        here = Path.cwd() / lab.id
-        last = workspace.last_grade(here)
+        here = found.get(lab.id)
+        last = workspace.last_grade(here) if here else None
         if last is not None:
             state = i18n.t("list_graded", lang, score=last.score, max_score=last.max_score)
-        elif workspace.read_state(here) is not None:
+        elif here is not None:
             state = i18n.t("list_fetched", lang)
         else:
             state = i18n.t("list_not_fetched", lang)
-        click.echo(f"{lab.id}  {lab.title_in(lang):<40} {state}")
+        where = f"  ({here.relative_to(Path.cwd()) or '.'})" if here else ""
+        click.echo(f"{lab.id}  {lab.title_in(lang):<40} {state}{where}")
 
 
 @main.command()

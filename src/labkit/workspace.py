@@ -208,6 +208,29 @@ def read_state(path: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) and state.get("schema") == STATE_SCHEMA else None
 
 
+def find_workspaces(root: Path) -> dict[str, Path]:
+    """The workspaces at `root` or one folder below it, by lab (`fetch --dir` included).
+
+    Where one lab has several, the most recently graded (or fetched) one is shown.
+    """
+    found: dict[str, tuple[float, Path]] = {}
+    try:
+        candidates = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
+    except OSError:
+        return {}
+    for path in candidates:
+        state = read_state(path)
+        if state is None or not isinstance(state.get("lab"), str):
+            continue
+        try:
+            stamp = (path / STATE_FILE).stat().st_mtime
+        except OSError:
+            continue
+        if state["lab"] not in found or stamp > found[state["lab"]][0]:
+            found[state["lab"]] = (stamp, path)
+    return {lab: path for lab, (_, path) in found.items()}
+
+
 def write_state(path: Path, state: dict[str, Any]) -> None:
     write_atomic(path / STATE_FILE, json.dumps({"schema": STATE_SCHEMA, **state}, indent=2))
 
