@@ -255,11 +255,16 @@ def test_normalized_copy_rejects_bad_slices(student):
 # --- snapshots ---------------------------------------------------------------------------
 
 
-def _step(student, name):
-    facts = student.probe("optimiser_step", name, 0.1, where=name)
+def _facts(student, probe: str, *args, where: str) -> dict:
+    """A probe's report: a dict of facts, or the check fails as garbled."""
+    facts = student.probe(probe, *args, where=where)
     if type(facts) is not dict:
         fail("probe_garbled")
     return facts
+
+
+def _step(student, name):
+    return _facts(student, "optimiser_step", name, 0.1, where=name)
 
 
 @check("buggy_snapshot.same_object")
@@ -291,10 +296,7 @@ def test_snapshot_survives_in_place_step(student):
 
 
 def _history(student, name):
-    facts = student.probe("history_calls", name, where=name)
-    if type(facts) is not dict:
-        fail("probe_garbled")
-    return facts
+    return _facts(student, "history_calls", name, where=name)
 
 
 @check("buggy_append_history.shared_default")
@@ -329,9 +331,7 @@ def test_counter_starts_at_zero(student):
 @check("Counter.iadd_mutates_in_place")
 def test_counter_iadd_mutates_in_place(student):
     steps = [3, 4, -2]
-    facts = student.probe("counter_iadd", steps, where="Counter")
-    if type(facts) is not dict:
-        fail("probe_garbled")
+    facts = _facts(student, "counter_iadd", steps, where="Counter")
     if facts["same"] != [True] * len(steps):
         fail("iadd_not_self")
     start = as_float(facts["start"])
@@ -340,9 +340,7 @@ def test_counter_iadd_mutates_in_place(student):
 
 @check("Counter.add_returns_new")
 def test_counter_add_returns_new(student):
-    facts = student.probe("counter_add", 5, 2, where="Counter")
-    if type(facts) is not dict:
-        fail("probe_garbled")
+    facts = _facts(student, "counter_add", 5, 2, where="Counter")
     if facts["new_objects"] is not True:
         fail("add_not_new")
     start = as_float(facts["start"])
@@ -363,9 +361,8 @@ def test_locked_count_exact_total(student):
 @check("locked_count.threads_and_lock")
 def test_locked_count_threads_and_lock(student):
     for n_threads, n_increments in [(4, 200), (2, 3)]:
-        facts = student.probe("locked_count_traced", n_threads, n_increments, where="locked_count")
-        if type(facts) is not dict:
-            fail("probe_garbled")
+        facts = _facts(student, "locked_count_traced", n_threads, n_increments,
+                       where="locked_count")
         if facts["started"] != n_threads:
             fail("wrong_thread_count")
         if facts["all_finished"] is not True:
