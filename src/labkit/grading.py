@@ -47,6 +47,27 @@ PROPERTY = settings(
 )
 
 
+def _draw_without_local_constants() -> None:
+    """Keep hypothesis from mixing constants found in "local" modules into its draws.
+
+    Which modules count as local depends on where they live (outside site-packages),
+    so a kit installed from a wheel, a source checkout and a long-lived grading process
+    would each draw different examples for the same check, and hypothesis would cache
+    what it found in a `.hypothesis` folder in the student's current directory.
+    Grading draws from hypothesis's built-in constants only.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a hypothesis without the feature
+        return
+    empty = getattr(providers, "_local_constants", None)
+    if empty is not None and hasattr(providers, "_get_local_constants"):
+        providers._get_local_constants = lambda: empty
+
+
+_draw_without_local_constants()
+
+
 class CheckFailed(AssertionError):
     """A failure with a specific message from the lab's `checks.toml` `[messages]`."""
 
