@@ -147,7 +147,8 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
     lab = find_lab(lab_id, lang)
     path = directory or Path.cwd() / lab.id
     try:
-        result = runner.grade(lab, path, lang)
+        # an autograder (gradescope) grades once: leaving a warm daemon would buy nothing
+        result = runner.grade(lab, path, lang, use_daemon=fmt != "gradescope")
     except workspace.WorkspaceError as exc:
         if fmt == "gradescope":  # an autograder still owes Gradescope a results.json
             from labkit import batch, exports
@@ -184,6 +185,35 @@ def hint(lab_id: str, check_id: str | None, directory: Path | None, lang: str | 
     if last is None:
         die(i18n.t("no_grade_yet", lang, lab=lab.id))
     click.echo(render.hints(last, checks, lang, only=check_id))
+
+
+@main.group("daemon")
+def daemon_group() -> None:
+    """The warm grading processes `labkit grade` leaves behind (LABKIT_DAEMON=0: none)."""
+
+
+@daemon_group.command("status")
+def daemon_status() -> None:
+    """List this user's grading daemons."""
+    from labkit import daemon
+
+    found = daemon.running()
+    if not daemon.enabled():
+        click.echo("daemons are off here (LABKIT_DAEMON or CI is set)")
+    for info in found:
+        click.echo(f"{info.lab}  pid {info.pid}  graded {info.graded}  "
+                   f"idle {info.idle_s:.0f} s  {info.socket}")
+    if not found:
+        click.echo("no grading daemon is running")
+
+
+@daemon_group.command("stop")
+def daemon_stop() -> None:
+    """Stop this user's grading daemons (the next `labkit grade` starts afresh)."""
+    from labkit import daemon
+
+    stopped = daemon.stop_all()
+    click.echo(f"stopped {len(stopped)} grading daemon(s)")
 
 
 @main.command("schema")
@@ -418,6 +448,18 @@ def doctor(isolation: str | None) -> None:
         lines = isolation_mod.report(isolation)
     except isolation_mod.IsolationError as exc:
         die(str(exc))
+    lines.append(("grading daemon", _daemon_line()))
     width = max(len(name) for name, _ in lines)
     for name, value in lines:
         click.echo(f"{name:<{width}}  {value}")
+
+
+def _daemon_line() -> str:
+    from labkit import daemon
+
+    if not daemon.enabled():
+        return "off (LABKIT_DAEMON or CI is set): every grade starts cold"
+    where = daemon.runtime_dir()
+    if where is None:
+        return "off: no private runtime folder (LABKIT_RUNTIME_DIR, XDG_RUNTIME_DIR or /tmp)"
+    return f"on; {len(daemon.running())} running, sockets in {where}"

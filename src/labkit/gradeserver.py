@@ -19,10 +19,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from labkit.registry import LabSpec
+
+if TYPE_CHECKING:
+    from labkit.warm import GradeFn
 
 
 def lab_to_json(lab: LabSpec) -> dict[str, Any]:
@@ -58,34 +62,44 @@ def _send(out: BinaryIO, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None]) -> None:
+    """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
+
+    `grade(workdir, files, lang)` grades files already materialised in `workdir`.
+    """
+    from labkit import warm
     from labkit.sandbox import Zygote
+
+    zygote = Zygote()
+    zygote.start()  # its NumPy import overlaps ours and pytest's collection
+    try:
+        warm.run(lab, zygote, loop)
+    finally:
+        zygote.close()
+
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    from labkit import workspace
 
     first = requests.readline()
     if not first:
         return
     lab = lab_from_json(json.loads(first)["lab"])
-    zygote = Zygote()
-    zygote.start()  # its NumPy import overlaps ours and pytest's collection
-    try:
-        from labkit import warm, workspace
 
-        def loop(grade: warm.GradeFn) -> None:
-            _send(replies, {"ready": True, "pid": os.getpid()})
-            for line in requests:
-                request = json.loads(line)
-                try:
-                    workdir = Path(request["dir"])
-                    files = workspace.collect(lab, workdir)
-                    result = grade(workdir, files, request.get("lang", "en"))
-                    reply = {"id": request["id"], "result": result.to_dict()}
-                except Exception as exc:  # noqa: BLE001 - reported, and the next one goes on
-                    reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}
-                _send(replies, reply)
+    def loop(grade: GradeFn) -> None:
+        _send(replies, {"ready": True, "pid": os.getpid()})
+        for line in requests:
+            request = json.loads(line)
+            try:
+                workdir = Path(request["dir"])
+                files = workspace.collect(lab, workdir)
+                result = grade(workdir, files, request.get("lang", "en"))
+                reply = {"id": request["id"], "result": result.to_dict()}
+            except Exception as exc:  # noqa: BLE001 - reported, and the next one goes on
+                reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}
+            _send(replies, reply)
 
-        warm.run(lab, zygote, loop)
-    finally:
-        zygote.close()
+    run_warm(lab, loop)
 
 
 def main() -> None:

@@ -2,7 +2,9 @@
 
 The graders run under pytest in this (trusted) process and never import the student's
 code; the student's modules are imported only by workers in the sandbox. The sandbox
-is started before pytest is imported, so the two start-ups overlap.
+is started before pytest is imported, so the two start-ups overlap. With `daemon=True`
+a warm grading process (`labkit.daemon`) grades instead when one answers, which is why
+nothing heavy (NumPy, pytest) is imported before it is known to be needed.
 """
 
 from __future__ import annotations
@@ -12,17 +14,29 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from labkit import __version__, i18n, workspace
+from labkit import __version__, daemon, i18n, workspace
 from labkit.registry import LabSpec, lab_checks
 from labkit.results import CheckResult, LabResult, Status, total
-from labkit.sandbox import Sandbox, SandboxConfig
+
+if TYPE_CHECKING:
+    from labkit.sandbox import Sandbox
 
 
-def grade(lab: LabSpec, path: Path, lang: str = "en") -> LabResult:
-    """Grade the workspace at `path`; raises `WorkspaceError` for unusable files."""
+def grade(lab: LabSpec, path: Path, lang: str = "en", *, use_daemon: bool = False) -> LabResult:
+    """Grade the workspace at `path`; raises `WorkspaceError` for unusable files.
+
+    `use_daemon`: let a warm daemon grade if one answers, else grade here and start one
+    for next time (both only where `labkit.daemon.enabled()` says daemons are wanted).
+    """
     submission = workspace.collect_submission(lab, path, lang)
-    result = grade_files(lab, submission.files, lang)
+    use_daemon = use_daemon and daemon.enabled()
+    result = daemon.grade(lab, submission.files, lang) if use_daemon else None
+    if result is None:
+        result = grade_files(lab, submission.files, lang)
+        if use_daemon:
+            daemon.start(lab)
     if submission.note:  # e.g. the IPython lines left out of a notebook
         result = replace(result, message=" ".join(filter(None, (result.message, submission.note))))
     return result
@@ -30,6 +44,8 @@ def grade(lab: LabSpec, path: Path, lang: str = "en") -> LabResult:
 
 def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
     """Grade already-collected files (the batch grader calls this directly)."""
+    from labkit.sandbox import Sandbox, SandboxConfig
+
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
         workdir = Path(tmp) / "work"

@@ -1,0 +1,342 @@
+"""Warm grading for `labkit grade`: one background grading process per user and lab.
+
+A cold `labkit grade` spends most of its time importing pytest, NumPy and hypothesis,
+collecting the graders and starting the sandbox, which is the same work every time. So
+after grading in-process, `labkit grade` leaves a daemon behind: a grading process that
+has done that work once (`labkit.warm`, as `labkit batch` uses) and waits on a Unix
+socket. The next `labkit grade` of that lab only collects the files, sends them, and
+renders the result it gets back. Whatever goes wrong with a daemon (none running, busy
+past its limit, dead, stale, or an answer that does not fit the files sent), the client
+grades in-process as before; a daemon can make grading faster, never different. It grades
+as a batch does, so a student sees the grade their instructor's batch would give.
+
+Safety and lifetime:
+- the socket lives in a directory only its user can enter (checked by the client and the
+  daemon), and the daemon answers only processes of its own uid (SO_PEERCRED);
+- the socket's name carries a fingerprint of the kit, the Python, the isolation setting
+  and the lab's graders, so a changed kit or grader is never served by an old daemon;
+- a lock file makes a second daemon for the same socket exit at once;
+- a daemon exits after `LABKIT_DAEMON_IDLE` seconds (default 900) without a request, or
+  on `labkit daemon stop`.
+
+`LABKIT_DAEMON=0` turns it off, `=1` on; unset, it is on except where `CI` is set.
+`LABKIT_RUNTIME_DIR` moves the sockets (default `$XDG_RUNTIME_DIR/labkit`, else
+`/tmp/labkit-UID`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from labkit import __version__, gradeserver, workspace
+from labkit.registry import LabSpec
+from labkit.results import LabResult
+
+IDLE_SECONDS = 900.0
+CONNECT_SECONDS = 0.5
+REPLY_SLACK = 15.0  # s beyond the lab's grading limit before the client stops waiting
+REQUEST_SECONDS = 10.0  # for a client to send its files
+MAX_REQUEST = 64 * 1024 * 1024
+_SUN_PATH_MAX = 107  # bytes of a Unix socket path (Linux)
+_PASSED_ENV = ("LABKIT_ISOLATION", "TMPDIR", "PATH")  # they change how grading runs
+
+
+# --- policy and places ----------------------------------------------------------------
+
+
+def enabled() -> bool:
+    """Whether `labkit grade` may use (and leave behind) a daemon."""
+    value = os.environ.get("LABKIT_DAEMON", "").strip().lower()
+    if value in ("0", "off", "no", "false"):
+        return False
+    if value in ("1", "on", "yes", "true"):
+        return True
+    return not os.environ.get("CI")
+
+
+def runtime_dir() -> Path | None:
+    """The user's private socket directory, made if missing; None if it is not private."""
+    if os.environ.get("LABKIT_RUNTIME_DIR"):
+        path = Path(os.environ["LABKIT_RUNTIME_DIR"])
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "labkit"
+    else:
+        path = Path(tempfile.gettempdir()) / f"labkit-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return None
+    private = (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+               and not info.st_mode & 0o077)
+    return path if private else None
+
+
+def fingerprint(lab: LabSpec) -> str:
+    """What a daemon must share with the client to grade for it.
+
+    File sizes and modification times stand for contents: cheap enough to compute on
+    every `labkit grade`, and any edit of a grader or of the kit changes them.
+    """
+    h = hashlib.sha256()
+    setup = [__version__, sys.executable, gradeserver.lab_to_json(lab),
+             {k: os.environ.get(k, "") for k in _PASSED_ENV}]
+    h.update(json.dumps(setup, sort_keys=True).encode())
+    roots = (lab.grader_dir, lab.grader_dir.parent / "pytest.ini", Path(__file__).parent)
+    for root in roots:
+        paths = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for path in paths:
+            if "__pycache__" in path.parts:
+                continue
+            with contextlib.suppress(OSError):
+                info = path.stat()
+                h.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:20]
+
+
+def socket_path(lab: LabSpec) -> Path | None:
+    """Where the daemon for `lab` (as this kit and environment would grade it) listens."""
+    root = runtime_dir()
+    if root is None:
+        return None
+    path = root / f"{lab.id}-{fingerprint(lab)}.sock"
+    return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
+
+
+# --- the client -------------------------------------------------------------------------
+
+
+def grade(lab: LabSpec, files: dict[str, bytes], lang: str) -> LabResult | None:
+    """The daemon's grade of `files`, or None when no daemon gave a usable one."""
+    path = socket_path(lab)
+    if path is None:
+        return None
+    request = {"op": "grade", "lang": lang,
+               "files": {rel: base64.b64encode(data).decode() for rel, data in files.items()}}
+    reply = _ask(path, request, lab.grade_timeout + REPLY_SLACK)
+    try:
+        result = LabResult.from_dict(reply["result"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if result.lab != lab.id or result.digest != workspace.digest(files) or result.lang != lang:
+        return None  # not an answer to what was asked
+    return result
+
+
+def start(lab: LabSpec, idle: float | None = None) -> bool:
+    """Start a daemon for `lab` in the background (it exits at once if one is running).
+
+    A shell puts it in the background and exits, so the daemon is nobody's child: no
+    caller has to wait for it, and it outlives the `labkit grade` that started it.
+    """
+    path = socket_path(lab)
+    if path is None:
+        return False
+    if idle is None:
+        idle = float(os.environ.get("LABKIT_DAEMON_IDLE") or IDLE_SECONDS)
+    command = [sys.executable, "-m", "labkit.daemon", str(path),
+               json.dumps(gradeserver.lab_to_json(lab)), str(idle)]
+    with open(path.with_suffix(".log"), "ab") as log:
+        launcher = subprocess.run(["/bin/sh", "-c", '"$@" &', "sh", *command],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  cwd=path.parent, start_new_session=True, check=False)
+    return launcher.returncode == 0
+
+
+@dataclass(frozen=True)
+class DaemonInfo:
+    socket: Path
+    pid: int
+    lab: str
+    graded: int
+    idle_s: float
+
+
+def running() -> list[DaemonInfo]:
+    """The daemons of this user that answer."""
+    root = runtime_dir()
+    found = []
+    for path in sorted(root.glob("*.sock")) if root else []:
+        reply = _ask(path, {"op": "ping"}, 5.0)
+        if reply and "pid" in reply:
+            found.append(DaemonInfo(path, int(reply["pid"]), str(reply["lab"]),
+                                    int(reply["graded"]), float(reply["idle_s"])))
+    return found
+
+
+def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
+    """Ask every daemon of this user to exit; returns the ones that were asked."""
+    stopped = running()
+    for info in stopped:
+        _ask(info.socket, {"op": "stop"}, 5.0)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(i.socket.exists() for i in stopped):
+        time.sleep(0.02)
+    return stopped
+
+
+def _ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """One request, one reply; None for anything but a JSON object in reply."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(CONNECT_SECONDS)
+            sock.connect(os.fsencode(path))
+            sock.settimeout(timeout)
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.shutdown(socket.SHUT_WR)
+            reply = json.loads(_read_all(sock, MAX_REQUEST))
+    except (OSError, ValueError):
+        return None
+    return reply if isinstance(reply, dict) else None
+
+
+def _read_all(sock: socket.socket, limit: int) -> bytes:
+    chunks, size = [], 0
+    while chunk := sock.recv(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("message too large")
+    return b"".join(chunks)
+
+
+# --- the daemon -------------------------------------------------------------------------
+
+
+def serve(path: Path, lab: LabSpec, idle: float) -> None:
+    """Serve gradings of `lab` on `path` until idle for `idle` s or asked to stop."""
+    with _exclusive(path.with_suffix(".lock")) as mine:
+        if not mine:
+            return  # another daemon has this socket
+        _prune(path.parent, keep=path.with_suffix(".lock"))
+        gradeserver.run_warm(lab, lambda grade: _listen(path, lab, grade, idle))
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Remove the lock and log files of daemons that are gone (older kits or graders)."""
+    for lock in root.glob("*.lock"):
+        if lock == keep:
+            continue
+        with _exclusive(lock) as unused:
+            if unused:
+                for stale in (lock, lock.with_suffix(".log")):
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[bool]:
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+
+
+def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
+    """Accept one client at a time; bound only now that grading is warm."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a dead daemon's socket (we hold the lock)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(os.fsencode(path))
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    listener.settimeout(idle)
+    graded, last = 0, time.monotonic()
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                return
+            with conn:
+                if _peer_uid(conn) != os.getuid():
+                    continue
+                request = _receive(conn)
+                op = request.get("op") if request else None
+                if op == "stop":
+                    _reply(conn, {"stopping": True})
+                    return
+                if op == "ping":
+                    _reply(conn, {"pid": os.getpid(), "lab": lab.id, "graded": graded,
+                                  "idle_s": round(time.monotonic() - last, 3)})
+                elif op == "grade":
+                    if not _grade(conn, lab, grade, request):
+                        return  # the warm state may be broken: let the next client restart us
+                    graded, last = graded + 1, time.monotonic()
+    finally:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str, Any]) -> bool:
+    """Grade one request and reply; False if grading itself failed."""
+    try:
+        files = {rel: base64.b64decode(data, validate=True)
+                 for rel, data in request["files"].items()}
+        lang = str(request["lang"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        _reply(conn, {"error": "malformed request"})
+        return True
+    if not set(files) <= set(lab.files):
+        _reply(conn, {"error": "files that are not the lab's"})
+        return True
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
+            workdir = Path(tmp) / "work"
+            workdir.mkdir()
+            workspace.materialize(files, workdir)
+            result = grade(workdir, files, lang)
+    except Exception as exc:  # noqa: BLE001 - told to the client, who grades in-process
+        _reply(conn, {"error": f"{type(exc).__name__}: {exc}"})
+        return False
+    _reply(conn, {"result": result.to_dict()})
+    return True
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _receive(conn: socket.socket) -> dict[str, Any] | None:
+    conn.settimeout(REQUEST_SECONDS)
+    try:
+        request = json.loads(_read_all(conn, MAX_REQUEST))
+    except (OSError, ValueError):
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _reply(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # a client that gave up
+        conn.sendall(json.dumps(message, ensure_ascii=False).encode())
+
+
+def main() -> None:
+    path, lab, idle = Path(sys.argv[1]), gradeserver.lab_from_json(json.loads(sys.argv[2])), \
+        float(sys.argv[3])
+    serve(path, lab, idle)
+
+
+if __name__ == "__main__":
+    main()
