@@ -145,6 +145,11 @@ def test_real_executable_end_to_end(tmp_path):
                             capture_output=True, text=True)
     assert graded.returncode == 1
     assert json.loads(graded.stdout)["score"] == 0
+    shutil.copy(REPO / "solutions" / "lab02" / "broadcasting.py", tmp_path / "lab02")
+    solved = subprocess.run([labkit, "grade", "lab02"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab02"]  # nothing left beside it
     bad = subprocess.run([labkit, "grade", "nope"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
