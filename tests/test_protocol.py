@@ -69,6 +69,25 @@ def test_ndarray_subclass_travels_as_plain_array():
     assert type(got) is np.ndarray and not np.array_equal(got, [9, 9, 9])
 
 
+def test_structured_arrays_roundtrip():
+    array = np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8", (2,))])
+    array["a"] = [1, 2]
+    got = roundtrip(array)
+    assert got.dtype == array.dtype and np.array_equal(got, array)
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [{"t": "ndarray", "blob": 0, "dtype": "|O", "shape": [1]},  # an object dtype
+     {"t": "ndarray", "blob": 0, "dtype": "<f8", "shape": [2]},  # more data than the shape
+     {"t": "ndarray", "blob": 0, "dtype": "<f8", "shape": [-1]},
+     {"t": "ndarray", "blob": 0, "dtype": "f8,O", "shape": [1]}],
+)
+def test_raw_arrays_that_do_not_add_up_are_refused(tree):
+    with pytest.raises(ProtocolError):
+        protocol.decode_value(tree, [bytes(8)])
+
+
 def test_pickled_arrays_are_refused():
     buffer = io.BytesIO()
     np.save(buffer, np.array([object()], dtype=object), allow_pickle=True)

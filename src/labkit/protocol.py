@@ -1,15 +1,19 @@
 """Plain-data messages between the trusted grader and the student's worker.
 
-Nothing here unpickles. Values travel as a JSON tree; arrays, NumPy scalars and bytes
-travel as `.npy` blobs read back with `allow_pickle=False`. Anything else the student
-returns becomes an `opaque` record naming its type, so an object with a lying `__eq__`
-or `__float__` never reaches the trusted side.
+Nothing here unpickles. Values travel as a JSON tree; bytes, and the data of arrays and
+NumPy scalars, travel as blobs beside it. An array's blob is its raw data, with its dtype
+string and shape in the tree (a dtype with an object in it is refused); a structured
+array, whose dtype a string cannot name, travels as a `.npy` blob read back with
+`allow_pickle=False`. Anything else the student returns becomes an `opaque` record
+naming its type, so an object with a lying `__eq__` or `__float__` never reaches the
+trusted side.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import select
 import struct
@@ -38,10 +42,42 @@ class ChannelTimeout(Exception):
 # --- values -----------------------------------------------------------------------------
 
 
-def _npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array), allow_pickle=False)
-    return buffer.getvalue()
+def _encode_array(array: np.ndarray, tag: str, blobs: list[bytes]) -> dict[str, Any]:
+    """A plain array as its raw data (in Fortran order if that is how it is laid out).
+
+    Raw data with a dtype string costs a few microseconds each way; a `.npy` header
+    is written and parsed (`ast.literal_eval`) for every value, ten times as long.
+    """
+    if array.dtype.names is not None:  # structured: only .npy describes its dtype
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        blobs.append(buffer.getvalue())
+        return {"t": tag, "blob": len(blobs) - 1}
+    fortran = array.ndim > 1 and array.flags.f_contiguous and not array.flags.c_contiguous
+    blobs.append(array.tobytes(order="F" if fortran else "C"))
+    tree = {"t": tag, "blob": len(blobs) - 1, "dtype": array.dtype.str, "shape": list(array.shape)}
+    if fortran:
+        tree["order"] = "F"
+    return tree
+
+
+def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
+    """Inverse of `_encode_array`: a new, writable array; refuses object dtypes."""
+    blob = blobs[tree["blob"]]
+    if "dtype" not in tree:
+        return np.load(io.BytesIO(blob), allow_pickle=False)
+    name, shape = tree["dtype"], tree["shape"]
+    if type(name) is not str or type(shape) is not list:
+        raise ValueError("bad dtype or shape")
+    dtype = np.dtype(name)
+    if dtype.hasobject or dtype.names is not None or dtype.str != name:
+        raise ValueError(f"dtype {name!r} may not travel")
+    if not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("bad shape")
+    if math.prod(shape) * dtype.itemsize != len(blob):
+        raise ValueError("the data does not match the shape")
+    order = "F" if tree.get("order") == "F" else "C"
+    return np.ndarray(shape, dtype, buffer=blob, order=order).copy(order="K")
 
 
 def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
@@ -51,6 +87,16 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
+    # Containers first: argument lists, shapes and keyword arguments are the usual case.
+    if isinstance(value, list | tuple):
+        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
+        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
+    if isinstance(value, dict):
+        pairs = [
+            [encode_value(k, blobs, depth + 1), encode_value(v, blobs, depth + 1)]
+            for k, v in dict.items(value)
+        ]
+        return {"t": "dict", "v": pairs}
     if isinstance(value, bool):  # subclasses keep only their honest base value
         return bool.__bool__(value)
     if isinstance(value, int):
@@ -69,21 +115,11 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     if isinstance(value, np.ndarray | np.generic):
         if isinstance(value, np.ndarray) and value.dtype.hasobject:
             return {"t": "opaque", "type": "numpy.ndarray[object]"}
-        blobs.append(_npy(np.asarray(value)))
         tag = "ndarray" if isinstance(value, np.ndarray) else "npscalar"
-        return {"t": tag, "blob": len(blobs) - 1}
+        return _encode_array(np.asarray(value), tag, blobs)
     if isinstance(value, bytes | bytearray):
         blobs.append(bytes(value))
         return {"t": "bytes", "blob": len(blobs) - 1}
-    if isinstance(value, list | tuple):
-        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
-        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
-    if isinstance(value, dict):
-        pairs = [
-            [encode_value(k, blobs, depth + 1), encode_value(v, blobs, depth + 1)]
-            for k, v in dict.items(value)
-        ]
-        return {"t": "dict", "v": pairs}
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
 
 
@@ -133,7 +169,7 @@ def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
             return {decode_value(k, blobs, depth + 1): decode_value(v, blobs, depth + 1)
                     for k, v in tree["v"]}
         if tag in ("ndarray", "npscalar"):
-            array = np.load(io.BytesIO(blobs[tree["blob"]]), allow_pickle=False)
+            array = _decode_array(tree, blobs)
             return array if tag == "ndarray" else array[()]
         if tag == "bytes":
             return blobs[tree["blob"]]
@@ -165,7 +201,7 @@ def unpack(body: bytes) -> tuple[dict[str, Any], list[bytes]]:
     """Split a message body into its header and blobs, checking every size."""
     try:
         (head_len,) = struct.unpack_from(">I", body)
-        header = json.loads(body[4 : 4 + head_len])
+        header = json.loads(str(body[4 : 4 + head_len], "utf-8"))  # as `pack` wrote it
         sizes = header.pop("blobs")
         if type(header) is not dict or not all(type(s) is int and s >= 0 for s in sizes):
             raise ValueError("bad blob sizes")
@@ -195,22 +231,27 @@ def write_message(
     blobs: list[bytes] | None = None,
     deadline: float | None = None,
 ) -> None:
-    """Write one message; with a deadline, a reader that stops reading cannot block us."""
+    """Write one message; with a deadline, a reader that stops reading cannot block us.
+
+    The pipe nearly always has room: it is written first, and waited on only when full.
+    """
     data = memoryview(pack(header, blobs or []))
     while data:
-        _wait(fd, deadline, write=True)
         try:
             data = data[os.write(fd, data) :]
         except BlockingIOError:
-            continue
+            _wait(fd, deadline, write=True)
         except BrokenPipeError:
             raise ChannelClosed() from None
 
 
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+def _read_exact(fd: int, size: int, deadline: float | None, ready: bool = False) -> bytes:
+    """`size` bytes from `fd`; `ready`: the data is probably there, read before waiting."""
     chunks, remaining = [], size
     while remaining:
-        _wait(fd, deadline)
+        if not ready:
+            _wait(fd, deadline)
+        ready = False
         try:
             chunk = os.read(fd, min(remaining, 1 << 20))
         except BlockingIOError:
@@ -227,4 +268,4 @@ def read_message(fd: int, deadline: float | None = None) -> tuple[dict[str, Any]
     (size,) = _LEN.unpack(_read_exact(fd, _LEN.size, deadline))
     if size > MAX_MESSAGE:
         raise ProtocolError(f"message of {size} bytes is over the limit")
-    return unpack(_read_exact(fd, size, deadline))
+    return unpack(_read_exact(fd, size, deadline, ready=True))  # written with its length

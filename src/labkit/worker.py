@@ -17,7 +17,6 @@ from __future__ import annotations
 import array
 import ctypes
 import gc
-import hashlib
 import importlib
 import io
 import json
@@ -27,10 +26,19 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 import traceback
 import types
+import warnings
+from importlib.machinery import (
+    BYTECODE_SUFFIXES,
+    EXTENSION_SUFFIXES,
+    SOURCE_SUFFIXES,
+    ExtensionFileLoader,
+    FileFinder,
+    SourceFileLoader,
+    SourcelessFileLoader,
+)
 from typing import Any
 
 import numpy as np
@@ -43,6 +51,7 @@ _NDARRAY = np.ndarray
 _VIEW = np.ndarray.view
 
 MAX_EXCEPTION_TEXT = 500
+MAX_PRECOMPILED = 256 * 1024  # bytes of one source file the zygote compiles for its workers
 
 
 def _load_probes(name: str, source: bytes) -> Any:
@@ -227,22 +236,98 @@ def _read_bundle(fd: int) -> tuple[dict[str, bytes], tuple[str, bytes] | None]:
     return files, ((probes[0], part(probes[1], probes[2])) if probes else None)
 
 
+def _new_workdir(scratch: str) -> str:
+    """A new, empty `work-N` directory, with the lowest N not in use.
+
+    Successive workers of a grading thus get the same path, so the code the zygote
+    compiled for the first one (keyed by path, see `_precompile`) serves them all.
+    The directory is always created here (never reused): a name a worker planted is
+    skipped, and after a few such names a random one is taken.
+    """
+    names = [f"work-{index}" for index in range(16)]
+    while True:
+        workdir = os.path.join(scratch, names.pop(0) if names else f"work-{os.urandom(8).hex()}")
+        try:
+            os.mkdir(workdir, 0o700)
+        except FileExistsError:
+            continue
+        return workdir
+
+
 def _make_workdir(scratch: str, files: dict[str, bytes]) -> str:
     """A new directory holding only the job's files."""
-    workdir = tempfile.mkdtemp(prefix="work-", dir=scratch)
+    workdir = _new_workdir(scratch)
     for rel, data in files.items():
         parts = rel.split("/")
         if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"bad file name {rel!r}")
         target = os.path.join(workdir, *parts)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if len(parts) > 1:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "xb") as handle:
             handle.write(data)
     return workdir
 
 
-def _open_descriptors() -> list[int]:
-    return [int(name) for name in os.listdir("/proc/self/fd")]
+# Source path -> (source, code) of the current job's Python files, compiled by the
+# zygote (which never runs them) and inherited by every worker it forks.
+_COMPILED: dict[str, tuple[bytes, types.CodeType]] = {}
+
+
+def _compile(source: bytes, path: str) -> types.CodeType | None:
+    """`source` compiled as the import system would, or None if it fails or warns:
+    the worker then compiles it itself, and what it reports stays the same."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return compile(source, path, "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - SyntaxError, a warning, a source too deep to compile
+        return None
+
+
+def _precompile(workdir: str, files: dict[str, bytes]) -> None:
+    """Compile the job's Python files for the workers about to be forked.
+
+    Each check's worker would otherwise parse and compile the same modules again; what
+    was compiled for the same path and source is kept, so a grading compiles once.
+    """
+    compiled = {}
+    for rel, source in files.items():
+        if not rel.endswith(".py") or len(source) > MAX_PRECOMPILED:
+            continue
+        path = os.path.join(workdir, *rel.split("/"))
+        entry = _COMPILED.get(path)
+        if entry is None or entry[0] != source:
+            code = _compile(source, path)
+            if code is None:
+                continue
+            entry = (source, code)
+        compiled[path] = entry
+    _COMPILED.clear()
+    _COMPILED.update(compiled)
+
+
+class _PrecompiledLoader(SourceFileLoader):
+    """Loads a job's module with the code the zygote compiled, if the file read now holds
+    exactly the source that was compiled (the student's code may have rewritten it)."""
+
+    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:
+        entry = _COMPILED.get(path)
+        if entry is not None and entry[0] == data and _optimize == -1:
+            return entry[1]
+        return super().source_to_code(data, path, _optimize=_optimize)
+
+
+_LOADERS = ((ExtensionFileLoader, EXTENSION_SUFFIXES), (_PrecompiledLoader, SOURCE_SUFFIXES),
+            (SourcelessFileLoader, BYTECODE_SUFFIXES))
+
+
+def _close_other_descriptors(keep: tuple[int, int]) -> None:
+    """Close every descriptor but the three standard streams and `keep`."""
+    low, high = sorted(keep)
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
 
 
 def _child(job: dict[str, Any], probes: Any, workdir: str, rfd: int, wfd: int, ofd: int) -> None:
@@ -251,12 +336,7 @@ def _child(job: dict[str, Any], probes: Any, workdir: str, rfd: int, wfd: int, o
     _prctl(_PR_SET_DUMPABLE, 1)  # the zygote is not; the student's own process may be
     os.dup2(ofd, 1)
     os.dup2(ofd, 2)
-    for fd in _open_descriptors():  # only the three standard streams and the two pipes
-        if fd > 2 and fd not in (rfd, wfd):
-            try:
-                os.close(fd)
-            except OSError:  # the listing's own descriptor, already closed
-                pass
+    _close_other_descriptors((rfd, wfd))
     # Unbuffered, as with `python -u`: a worker is killed, never flushed, at the end.
     sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True)
@@ -266,7 +346,9 @@ def _child(job: dict[str, Any], probes: Any, workdir: str, rfd: int, wfd: int, o
     os.chdir(workdir)
     os.environ["HOME"] = os.environ["TMPDIR"] = workdir
     for rel in reversed(job.get("sys_path") or ["."]):
-        sys.path.insert(0, os.path.normpath(os.path.join(workdir, rel)))
+        folder = os.path.normpath(os.path.join(workdir, rel))
+        sys.path.insert(0, folder)
+        sys.path_importer_cache[folder] = FileFinder(folder, *_LOADERS)
     _apply_limits(job.get("limits", {}))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -302,15 +384,32 @@ def _reap(workers: dict[int, Any]) -> None:
             workers[pid]["status"] = status
 
 
+_WALL = 0x40000000  # __WALL (linux/wait.h): children of any kind, even clone()'s
+
+
+def _has_children() -> bool:
+    """Whether the zygote has any child at all, running or not yet reaped."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _kill_strays(workers: dict[int, Any]) -> None:
     """SIGKILL every descendant that is not a running worker or inside one's tree.
 
     As a subreaper the zygote inherits whatever a killed worker left behind (daemons
     that called setsid, processes that ignore SIGTERM, a fork bomb's children), so
-    they are all found among its descendants; repeat until none is left.
+    they are all found among its descendants; repeat until none is left. With no
+    worker running, a zygote without children has no descendant at all: the usual end
+    of a check, which then costs no scan of /proc.
     """
     me = os.getpid()
+    _reap(workers)
     keep = {pid for pid, w in workers.items() if w["status"] is None and not w["stopping"]}
+    if not keep and not _has_children():
+        return
     for attempt in range(200):
         table = _processes()
         children: dict[int, list[int]] = {}
@@ -344,18 +443,17 @@ def _sweep(scratch: str, workers: dict[int, Any]) -> None:
     sandbox's /tmp), so nothing a check wrote reaches the next one."""
     keep = {os.path.basename(w["workdir"]) for w in workers.values()} | _PRESERVED
     try:
-        entries = os.listdir(scratch)
+        entries = list(os.scandir(scratch))
     except OSError:
         return
     for entry in entries:
-        if entry in keep:
+        if entry.name in keep:
             continue
-        path = os.path.join(scratch, entry)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
         else:
             try:
-                os.unlink(path)
+                os.unlink(entry.path)
             except OSError:
                 pass
 
@@ -400,8 +498,7 @@ def zygote(control_fd: int, scratch: str) -> None:
         _PRESERVED.update(os.listdir(scratch))
     except OSError:
         pass
-    gc.freeze()
-    probes: dict[str, Any] = {}
+    probes: dict[bytes, Any] = {}
     workers: dict[int, dict[str, Any]] = {}
     control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
     while True:
@@ -433,7 +530,7 @@ def zygote(control_fd: int, scratch: str) -> None:
     _kill_strays(workers)
 
 
-def _serve(request: dict[str, Any], fds: list[int], probes: dict[str, Any],
+def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
            workers: dict[int, dict[str, Any]], control: socket.socket,
            scratch: str) -> dict[str, Any]:
     if request["op"] == "spawn":
@@ -443,12 +540,12 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[str, Any],
         files, probe_source = _read_bundle(fds[3])
         probe_module = None
         if probe_source is not None:
-            key = hashlib.sha256(probe_source[1]).hexdigest()
-            if key not in probes:
-                probes[key] = _load_probes(*probe_source)
-                gc.freeze()  # a worker's collections never walk (and copy) what it inherits
-            probe_module = probes[key]
+            if probe_source[1] not in probes:
+                probes[probe_source[1]] = _load_probes(*probe_source)
+            probe_module = probes[probe_source[1]]
         workdir = _make_workdir(scratch, files)
+        _precompile(workdir, files)
+        gc.freeze()  # a worker's collections never walk (and copy) what it inherits
         pid = os.fork()
         if pid == 0:
             control.close()
@@ -472,7 +569,7 @@ def main() -> None:
     options = dict(zip(args[1::2], args[2::2], strict=False))
     if "--uid" in options:
         _drop_privileges(int(options["--uid"]))
-    scratch = options.get("--scratch") or tempfile.gettempdir()
+    scratch = options["--scratch"]
     zygote(int(args[0]), scratch)
     if options.get("--remove-scratch"):
         shutil.rmtree(scratch, ignore_errors=True)
