@@ -220,11 +220,12 @@ def test_one_daemon_per_socket_and_it_leaves_when_idle(daemons):
 
 def test_cli_status_and_stop(daemons):
     cli = CliRunner()
-    assert "no grading daemon" in cli.invoke(main, ["daemon", "status"]).output
+    assert "no grading daemon" in cli.invoke(main, ["daemon", "status", "--lang", "en"]).output
+    assert "ningún daemon" in cli.invoke(main, ["daemon", "status", "--lang", "es"]).output
     daemon.start(LAB)
     info = _wait_ready()
-    status = cli.invoke(main, ["daemon", "status"])
+    status = cli.invoke(main, ["daemon", "status", "--lang", "en"])
     assert f"lab02  pid {info.pid}" in status.output
-    stopped = cli.invoke(main, ["daemon", "stop"])
+    stopped = cli.invoke(main, ["daemon", "stop", "--lang", "en"])
     assert stopped.exit_code == 0 and "stopped 1" in stopped.output
     assert _wait_gone(info.pid) and daemon.running() == []

@@ -193,27 +193,29 @@ def daemon_group() -> None:
 
 
 @daemon_group.command("status")
-def daemon_status() -> None:
+@LANG_OPTION
+def daemon_status(lang: str | None) -> None:
     """List this user's grading daemons."""
     from labkit import daemon
 
+    lang = i18n.detect_lang(lang)
     found = daemon.running()
     if not daemon.enabled():
-        click.echo("daemons are off here (LABKIT_DAEMON or CI is set)")
+        click.echo(i18n.t("daemon_off", lang))
     for info in found:
-        click.echo(f"{info.lab}  pid {info.pid}  graded {info.graded}  "
-                   f"idle {info.idle_s:.0f} s  {info.socket}")
+        click.echo(i18n.t("daemon_line", lang, lab=info.lab, pid=info.pid, graded=info.graded,
+                          idle=round(info.idle_s), socket=info.socket))
     if not found:
-        click.echo("no grading daemon is running")
+        click.echo(i18n.t("daemon_none", lang))
 
 
 @daemon_group.command("stop")
-def daemon_stop() -> None:
+@LANG_OPTION
+def daemon_stop(lang: str | None) -> None:
     """Stop this user's grading daemons (the next `labkit grade` starts afresh)."""
     from labkit import daemon
 
-    stopped = daemon.stop_all()
-    click.echo(f"stopped {len(stopped)} grading daemon(s)")
+    click.echo(i18n.t("daemon_stopped", i18n.detect_lang(lang), count=len(daemon.stop_all())))
 
 
 @main.command("schema")
