@@ -164,6 +164,15 @@ def test_an_unsafe_runtime_folder_is_not_used(daemons, tmp_path):
     assert list(daemons.iterdir()) == []  # no daemon started, nothing written
 
 
+def test_a_daemon_that_cannot_start_costs_nothing(daemons, tmp_path, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(daemon.subprocess, "run", broken)
+    result = runner.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
+    assert result.score == result.max_score and daemon.start(LAB) is False
+
+
 def test_off_means_no_daemon(daemons, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_DAEMON", "0")
     runner.grade(LAB, _workspace(tmp_path, "ws", stub_files(LAB)), use_daemon=True)

@@ -152,10 +152,13 @@ def start(lab: LabSpec, idle: float | None = None) -> bool:
         idle = float(os.environ.get("LABKIT_DAEMON_IDLE") or IDLE_SECONDS)
     command = [sys.executable, "-m", "labkit.daemon", str(path),
                json.dumps(gradeserver.lab_to_json(lab)), str(idle)]
-    with open(path.with_suffix(".log"), "ab") as log:
-        launcher = subprocess.run(["/bin/sh", "-c", '"$@" &', "sh", *command],
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                  cwd=path.parent, start_new_session=True, check=False)
+    try:  # a grade is never lost for want of a daemon (a full disk, no /bin/sh ...)
+        with open(path.with_suffix(".log"), "ab") as log:
+            launcher = subprocess.run(["/bin/sh", "-c", '"$@" &', "sh", *command],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                      cwd=path.parent, start_new_session=True, check=False)
+    except OSError:
+        return False
     return launcher.returncode == 0
 
 
