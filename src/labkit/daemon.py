@@ -176,10 +176,12 @@ def running() -> list[DaemonInfo]:
     root = runtime_dir()
     found = []
     for path in sorted(root.glob("*.sock")) if root else []:
-        reply = _ask(path, {"op": "ping"}, 5.0)
-        if reply and "pid" in reply:
+        reply = _ask(path, {"op": "ping"}, 5.0) or {}
+        try:
             found.append(DaemonInfo(path, int(reply["pid"]), str(reply["lab"]),
                                     int(reply["graded"]), float(reply["idle_s"])))
+        except (KeyError, TypeError, ValueError):
+            continue  # not one of ours, or not answering
     return found
 
 
