@@ -27,11 +27,12 @@ import jsonschema
 import pytest
 from kit import REPO, Variant, solution_files, variants
 
-from labkit import i18n, runner
-from labkit.registry import get_lab, lab_checks
-from labkit.results import SCHEMA_FILE, Status
+from labkit import batch, i18n, runner
+from labkit.gradebook import Gradebook
+from labkit.registry import get_lab
+from labkit.results import SCHEMA_FILE, LabResult, Status
 from labkit.sandbox import OUTPUT_EXCERPT, marked_processes
-from labkit.workspace import MAX_FILE_BYTES, WorkspaceError
+from labkit.workspace import MAX_FILE_BYTES, WorkspaceError, materialize
 
 HOSTILE = variants("hostile")
 HAVE_BWRAP = shutil.which("bwrap") is not None
@@ -116,10 +117,6 @@ def test_hostile_submission_is_contained(variant: Variant, mode: str, arena, mon
     base = get_lab(variant.lab)
     lab = dataclasses.replace(base, call_timeout=entry.get("call_timeout", CALL_TIMEOUT),
                               grade_timeout=entry.get("grade_timeout", GRADE_TIMEOUT))
-    ids = [c.id for c in lab_checks(lab).checks]
-    breaks = set(ids) if "*" in variant.breaks else set(variant.breaks)
-    assert breaks <= set(ids), "a case names a check that does not exist"
-    honest = set(entry.get("honest", [i for i in ids if i not in breaks]))
     before = fingerprint(kit_files(lab.id) + watched)
     host_tmp = set(os.listdir("/tmp"))
 
@@ -127,11 +124,31 @@ def test_hostile_submission_is_contained(variant: Variant, mode: str, arena, mon
     result = runner.grade_files(lab, fill(variant.files(), fills))
     elapsed = time.monotonic() - started
 
+    assert result.isolation == mode
+    assert elapsed <= entry.get("max_seconds", 10), result.checks
+    assert_graded_as_expected(variant, result)
+    assert survivors() == []
+    assert fingerprint(kit_files(lab.id) + watched) == before
+    token = fills["@TOKEN@"]
+    assert not [name for name in set(os.listdir("/tmp")) - host_tmp if token in name]
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody connected
+
+    if entry.get("next"):
+        assert_next_submission_is_graded_normally(mode)
+
+
+def assert_graded_as_expected(variant: Variant, result: LabResult) -> None:
+    """Nothing for the checks the case breaks, full marks for its honest parts, the
+    statuses it names, and what it printed kept as a short excerpt only."""
+    entry = variant.entry
+    ids = [c.id for c in result.checks]
+    breaks = set(ids) if "*" in variant.breaks else set(variant.breaks)
+    assert breaks <= set(ids), "a case names a check that does not exist"
+    honest = set(entry.get("honest", [i for i in ids if i not in breaks]))
     VALIDATOR.validate(result.to_dict())
     checks = {c.id: c for c in result.checks}
     report = {c.id: (c.status.value, c.points, c.message[:80]) for c in result.checks}
-    assert result.isolation == mode
-    assert elapsed <= entry.get("max_seconds", 10), report
     for check_id in breaks:  # nothing for what it did not earn
         assert checks[check_id].points == 0 and checks[check_id].status is not Status.PASS, report
     for check_id in honest:  # honest parts still score
@@ -146,15 +163,35 @@ def test_hostile_submission_is_contained(variant: Variant, mode: str, arena, mon
     if "output_has" in entry:
         assert any(entry["output_has"] in c.output for c in result.checks)
 
-    assert survivors() == []
-    assert fingerprint(kit_files(lab.id) + watched) == before
-    token = fills["@TOKEN@"]
-    assert not [name for name in set(os.listdir("/tmp")) - host_tmp if token in name]
-    with pytest.raises(BlockingIOError):
-        listener.accept()  # nobody connected
 
-    if entry.get("next"):
-        assert_next_submission_is_graded_normally(mode)
+# Cases the warm path can grade with the batch's one set of limits.
+WARM_CASES = [v for v in HOSTILE if v.lab == "lab02"
+              and "bwrap" in v.entry.get("modes", ["bwrap"])
+              and not {"call_timeout", "grade_timeout"} & v.entry.keys()]
+
+
+@NEEDS_BWRAP
+def test_hostile_submissions_graded_warm_one_after_another(tmp_path, arena, monkeypatch):
+    """The warm path (`labkit batch`, and the daemon behind `labkit grade`) keeps one
+    grading process and one zygote for many submissions: every case is graded there in
+    turn, as the cold path grades it, and the solution after all of them earns full marks."""
+    fills, watched, _listener = arena
+    monkeypatch.setenv("LABKIT_ISOLATION", "bwrap")
+    lab = get_lab("lab02")
+    before = fingerprint(kit_files(lab.id) + watched)
+    folders = tmp_path / "class"
+    for index, variant in enumerate(WARM_CASES):
+        materialize(fill(variant.files(), fills), folders / f"s{index:02d}")
+    materialize(solution_files(lab), folders / "zz-solution")
+    summary = batch.grade_many(lab, folders, tmp_path / "out", jobs=1, timeout=CALL_TIMEOUT)
+    assert summary.graded == len(WARM_CASES) + 1
+    with Gradebook(summary.gradebook) as book:
+        results = {row.student: LabResult.from_dict(row.result) for row in book.current(lab.id)}
+    for index, variant in enumerate(WARM_CASES):
+        assert_graded_as_expected(variant, results[f"s{index:02d}"])
+    solution = results["zz-solution"]
+    assert solution.score == solution.max_score, solution.failed
+    assert fingerprint(kit_files(lab.id) + watched) == before
 
 
 def assert_next_submission_is_graded_normally(mode: str) -> None:
