@@ -460,7 +460,7 @@ def _daemon_line() -> str:
     from labkit import daemon
 
     if not daemon.enabled():
-        return "off (LABKIT_DAEMON or CI is set): every grade starts cold"
+        return i18n.t("daemon_off", "en")
     where = daemon.runtime_dir()
     if where is None:
         return "off: no private runtime folder (LABKIT_RUNTIME_DIR, XDG_RUNTIME_DIR or /tmp)"

@@ -1,5 +1,8 @@
 """A long-lived trusted grading process for batch grading (`labkit.batch` starts N).
 
+`run_warm` is the warm core it shares with the daemon behind `labkit grade`
+(`labkit.daemon`).
+
 Runs as `python -m labkit.gradeserver REQUEST_FD REPLY_FD`. It keeps pytest, NumPy and
 hypothesis imported, the lab's graders collected (`labkit.warm`) and one `Zygote`
 running, and grades one submission per request. Requests and replies are JSON lines on
