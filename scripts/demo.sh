@@ -4,7 +4,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# the grading daemon `labkit grade` leaves behind lives in the demo's folder, and goes with it
+export LABKIT_RUNTIME_DIR="$work/run"
+trap 'labkit daemon stop >/dev/null; rm -rf "$work"' EXIT
 
 labkit fetch lab02 --dir "$work/lab02"
 echo
