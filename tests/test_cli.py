@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -156,6 +158,32 @@ def test_real_executable_end_to_end(tmp_path):
     module = subprocess.run([sys.executable, "-m", "labkit", "--version"],
                             capture_output=True, text=True, check=True)
     assert "labkit" in module.stdout
+
+
+def _daemons() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if b"labkit.daemon" in (entry / "cmdline").read_bytes():
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
+    labkit = shutil.which("labkit") or pytest.skip("labkit console script not installed")
+    before = _daemons()
+    env = {**os.environ, "LANG": "C.UTF-8", "LABKIT_DAEMON": "1",
+           "PATH": f"{Path(labkit).parent}{os.pathsep}{os.environ['PATH']}"}
+    demo = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    assert "Total: 0 / 14 points" in demo.stdout and "Total: 14 / 14 points" in demo.stdout
+    deadline = time.monotonic() + 30  # one still starting finds its folder gone and leaves
+    while not _daemons() <= before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _daemons() <= before
 
 
 @pytest.mark.parametrize(
