@@ -173,6 +173,14 @@ def test_a_daemon_that_cannot_start_costs_nothing(daemons, tmp_path, monkeypatch
     assert result.score == result.max_score and daemon.start(LAB) is False
 
 
+def test_a_daemon_does_not_listen_in_a_folder_others_can_enter(daemons):
+    daemons.mkdir(mode=0o700)
+    path = daemon.socket_path(LAB)
+    daemons.chmod(0o755)
+    daemon.serve(path, LAB, idle=1.0)  # returns at once, before importing anything heavy
+    assert not path.exists() and not path.with_suffix(".lock").exists()
+
+
 def test_off_means_no_daemon(daemons, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_DAEMON", "0")
     runner.grade(LAB, _workspace(tmp_path, "ws", stub_files(LAB)), use_daemon=True)

@@ -80,12 +80,19 @@ def runtime_dir() -> Path | None:
         path = Path(tempfile.gettempdir()) / f"labkit-{os.getuid()}"
     try:
         path.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(path)
     except OSError:
         return None
-    private = (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-               and not info.st_mode & 0o077)
-    return path if private else None
+    return path if _private(path) else None
+
+
+def _private(folder: Path) -> bool:
+    """A real folder (not a link) of this user that nobody else may enter."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+            and not info.st_mode & 0o077)
 
 
 def fingerprint(lab: LabSpec) -> str:
@@ -226,6 +233,8 @@ def _read_all(sock: socket.socket, limit: int) -> bytes:
 
 def serve(path: Path, lab: LabSpec, idle: float) -> None:
     """Serve gradings of `lab` on `path` until idle for `idle` s or asked to stop."""
+    if not _private(path.parent):
+        return
     with _exclusive(path.with_suffix(".lock")) as mine:
         if not mine:
             return  # another daemon has this socket
