@@ -181,6 +181,14 @@ def test_a_daemon_does_not_listen_in_a_folder_others_can_enter(daemons):
     assert not path.exists() and not path.with_suffix(".lock").exists()
 
 
+@pytest.mark.parametrize("value", ["abc", "-5", "nan", "inf", ""])
+def test_a_bad_idle_setting_falls_back_to_the_default(value, monkeypatch):
+    monkeypatch.setenv("LABKIT_DAEMON_IDLE", value)
+    assert daemon.idle_seconds() == daemon.IDLE_SECONDS
+    monkeypatch.setenv("LABKIT_DAEMON_IDLE", "2.5")
+    assert daemon.idle_seconds() == 2.5
+
+
 def test_off_means_no_daemon(daemons, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_DAEMON", "0")
     runner.grade(LAB, _workspace(tmp_path, "ws", stub_files(LAB)), use_daemon=True)

@@ -70,6 +70,15 @@ def enabled() -> bool:
     return not os.environ.get("CI")
 
 
+def idle_seconds() -> float:
+    """`LABKIT_DAEMON_IDLE` if it is a positive number of seconds, else the default."""
+    try:
+        idle = float(os.environ.get("LABKIT_DAEMON_IDLE") or IDLE_SECONDS)
+    except ValueError:
+        return IDLE_SECONDS
+    return idle if 0 < idle < float("inf") else IDLE_SECONDS
+
+
 def runtime_dir() -> Path | None:
     """The user's private socket directory, made if missing; None if it is not private."""
     if os.environ.get("LABKIT_RUNTIME_DIR"):
@@ -156,7 +165,7 @@ def start(lab: LabSpec, idle: float | None = None) -> bool:
     if path is None:
         return False
     if idle is None:
-        idle = float(os.environ.get("LABKIT_DAEMON_IDLE") or IDLE_SECONDS)
+        idle = idle_seconds()
     command = [sys.executable, "-m", "labkit.daemon", str(path),
                json.dumps(gradeserver.lab_to_json(lab)), str(idle)]
     try:  # a grade is never lost for want of a daemon (a full disk, no /bin/sh ...)
