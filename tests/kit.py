@@ -79,3 +79,17 @@ def grade_cached(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> Lab
 
 def grade_variant(variant: Variant, lang: str = "en") -> LabResult:
     return grade_files(get_lab(variant.lab), variant.files(), lang)
+
+
+def daemon_pids(socket: Path | None = None) -> set[int]:
+    """Processes started as a grading daemon (`python -m labkit.daemon`), for `socket` only
+    if given, whether serving or about to exit."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"labkit.daemon" in argv and (socket is None or bytes(socket) in argv):
+            found.add(int(entry.name))
+    return found

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
-from kit import REPO
+from kit import REPO, daemon_pids
 
 from labkit import registry
 from labkit.cli import main
@@ -160,20 +160,9 @@ def test_real_executable_end_to_end(tmp_path):
     assert "labkit" in module.stdout
 
 
-def _daemons() -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            if b"labkit.daemon" in (entry / "cmdline").read_bytes():
-                found.add(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
     labkit = shutil.which("labkit") or pytest.skip("labkit console script not installed")
-    before = _daemons()
+    before = daemon_pids()
     env = {**os.environ, "LANG": "C.UTF-8", "LABKIT_DAEMON": "1",
            "PATH": f"{Path(labkit).parent}{os.pathsep}{os.environ['PATH']}"}
     demo = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env,
@@ -181,9 +170,9 @@ def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
     assert demo.returncode == 0, demo.stderr
     assert "Total: 0 / 14 points" in demo.stdout and "Total: 14 / 14 points" in demo.stdout
     deadline = time.monotonic() + 30  # one still starting finds its folder gone and leaves
-    while not _daemons() <= before and time.monotonic() < deadline:
+    while not daemon_pids() <= before and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _daemons() <= before
+    assert daemon_pids() <= before
 
 
 @pytest.mark.parametrize(

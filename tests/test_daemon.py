@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kit import solution_files, stub_files, variants
+from kit import daemon_pids, solution_files, stub_files, variants
 
 from labkit import daemon, runner, workspace
 from labkit.cli import main
@@ -219,26 +219,13 @@ def test_other_users_cannot_reach_the_socket(daemons):
     assert os.waitpid(pid, 0)[1] >> 8 == 3
 
 
-def _daemon_pids(path: Path) -> list[int]:
-    """Processes started as the daemon for `path` (whether serving or about to exit)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"labkit.daemon" in argv and os.fsencode(path) in argv:
-            pids.append(int(entry.name))
-    return pids
-
-
 def test_one_daemon_per_socket_and_it_leaves_when_idle(daemons):
     assert daemon.start(LAB, idle=3.0) and daemon.start(LAB, idle=3.0)
     info = _wait_ready()
     deadline = time.monotonic() + 60
-    while len(_daemon_pids(info.socket)) > 1 and time.monotonic() < deadline:
+    while len(daemon_pids(info.socket)) > 1 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _daemon_pids(info.socket) == [info.pid]  # the second one saw the lock and left
+    assert daemon_pids(info.socket) == {info.pid}  # the second one saw the lock and left
     assert _wait_gone(info.pid, timeout=60)  # idle for 3 s: it went away by itself
     assert not info.socket.exists() and daemon.running() == []
 
