@@ -135,7 +135,7 @@ class Session:
 
     def close(self) -> None:
         if self.worker is not None:
-            self.worker.stop()
+            self.worker.close()
 
 
 class Student:

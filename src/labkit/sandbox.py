@@ -261,11 +261,26 @@ class Worker:
     def stop(self) -> dict[str, Any]:
         """End the worker and its whole process tree (idempotent); report how it ended."""
         if self.ended is None:
-            for fd in (self.wfd, self.rfd):
-                os.close(fd)
+            self._hang_up()
             self.ended = self.sandbox.stop_worker(self.pid, self.generation)
-            self.capture.finish()
         return self.ended
+
+    def close(self) -> None:
+        """End the worker at the end of its check, without waiting to hear how it ended.
+
+        Nobody asks then: the grader goes on while the zygote stops the worker, and the
+        zygote finishes the stop (process tree killed, folder swept) before it forks
+        the next worker.
+        """
+        if self.ended is None:
+            self._hang_up()
+            self.ended = {"killed": None, "exitcode": None}
+            self.sandbox.release_worker(self.pid, self.generation)
+
+    def _hang_up(self) -> None:
+        for fd in (self.wfd, self.rfd):
+            os.close(fd)
+        self.capture.finish()
 
 
 # --- the zygote --------------------------------------------------------------------------
@@ -289,6 +304,7 @@ class Zygote:
         self._scratch: str | None = None  # process mode: where the workers' folders go
         self._log: Any = None  # the zygote's stderr (bwrap's complaints), an unnamed file
         self._ready = False
+        self._unread = 0  # replies to `post`ed requests not yet read
 
     @property
     def isolation(self) -> str:
@@ -342,6 +358,7 @@ class Zygote:
         return self._process is not None and self._process.poll() is None
 
     def ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        self._settle()
         if not self.alive:
             self.close()
             self.start()
@@ -357,6 +374,29 @@ class Zygote:
         except OSError as exc:
             raise WorkerCrashed(None, f"the sandbox stopped: {exc}") from None
         return self._receive()
+
+    def post(self, message: dict[str, Any]) -> None:
+        """Send a request without waiting for its reply (read before the next `ask`).
+
+        A zygote that is gone has nothing left to act on: its workers died with it.
+        """
+        if self._control is None or not self.alive:
+            return
+        try:
+            self._control.send(json.dumps(message).encode())
+        except OSError:
+            self.close()
+            return
+        self._unread += 1
+
+    def _settle(self) -> None:
+        """Read the replies to posted requests; a zygote that failed one is replaced."""
+        while self._unread and self._control is not None:
+            self._unread -= 1
+            try:
+                self._receive()
+            except WorkerCrashed:  # it may not have killed a worker's tree: end it all
+                self.close()
 
     def _await_ready(self) -> None:
         try:
@@ -423,6 +463,7 @@ class Zygote:
         self._cleanup_scratch()
         self._close_log()
         self._ready = False
+        self._unread = 0
 
     def _cleanup_scratch(self) -> None:
         if self._scratch is not None:
@@ -583,6 +624,12 @@ class Sandbox:
             if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
                 self.zygote.close()
             return {"killed": True, "exitcode": None}
+
+
+    def release_worker(self, pid: int, generation: int) -> None:
+        """Have the zygote end worker `pid` and its descendants, without waiting."""
+        if generation == self.zygote.generation:
+            self.zygote.post({"op": "stop", "pid": pid})
 
 
 def make_bundle(workdir: Path, probes: Path | None) -> int:
