@@ -14,6 +14,7 @@ in its own session, stays its descendant, and it is killed with the worker.
 
 from __future__ import annotations
 
+import _signal
 import array
 import ctypes
 import gc
@@ -22,6 +23,7 @@ import io
 import json
 import os
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -39,7 +41,7 @@ from importlib.machinery import (
     SourceFileLoader,
     SourcelessFileLoader,
 )
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -167,11 +169,13 @@ _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
+_PRCTL = _LIBC.prctl
+_PRCTL.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+_PRCTL.restype = ctypes.c_int
 
 
 def _prctl(option: int, value: int) -> bool:
-    return _LIBC.prctl(option, ctypes.c_ulong(value), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                       ctypes.c_ulong(0)) == 0
+    return _PRCTL(option, value, 0, 0, 0) == 0
 
 
 def _drop_privileges(uid: int) -> None:
@@ -206,17 +210,14 @@ def _drop_privileges(uid: int) -> None:
         raise SystemExit("labkit.worker: could not drop privileges")
 
 
-def _limit(name: str, value: int) -> None:
+def _limit(name: str, value: int) -> tuple[int, tuple[int, int]]:
+    """The `setrlimit` arguments that lower limit `name` to `value` (never above the
+    hard limit), and the hard limit with it so that the student's code cannot raise it."""
     kind = getattr(resource, name)
     _, hard = resource.getrlimit(kind)
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
-    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
-
-
-def _apply_limits(limits: dict[str, int]) -> None:
-    for name, value in limits.items():
-        _limit(name, int(value))
+    return kind, (value, hard if hard != resource.RLIM_INFINITY else value)
 
 
 def _read_bundle(fd: int) -> tuple[dict[str, bytes], tuple[str, bytes] | None]:
@@ -330,29 +331,68 @@ def _close_other_descriptors(keep: tuple[int, int]) -> None:
     os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
 
 
-def _child(job: dict[str, Any], probes: Any, workdir: str, rfd: int, wfd: int, ofd: int) -> None:
+class _Setup(NamedTuple):
+    """What a worker sets up before serving, prepared by the zygote before the fork.
+
+    Every page a worker writes that it shares with the zygote is copied first, so the
+    objects it needs (streams, import finders, limits) are made once in the zygote and
+    the worker only installs them.
+    """
+
+    workdir: str
+    folders: tuple[str, ...]
+    finders: dict[str, FileFinder]
+    limits: tuple[tuple[int, tuple[int, int]], ...]
+    streams: tuple[io.TextIOWrapper, io.TextIOWrapper]
+    stdin: int
+
+
+_FINDERS: dict[str, FileFinder] = {}
+_LIMITS: dict[str, tuple[tuple[int, tuple[int, int]], ...]] = {}
+_STREAMS: list[Any] = []  # [stdout, stderr, /dev/null descriptor]
+
+
+def _setup(job: dict[str, Any], workdir: str) -> _Setup:
+    """The setup of a worker of `job` in `workdir`; the zygote's environment gets the
+    worker's HOME and TMPDIR."""
+    folders = tuple(os.path.normpath(os.path.join(workdir, rel))
+                    for rel in job.get("sys_path") or ["."])
+    for folder in folders:
+        if folder not in _FINDERS:
+            _FINDERS[folder] = FileFinder(folder, *_LOADERS)
+    key = json.dumps(job.get("limits", {}), sort_keys=True)
+    if key not in _LIMITS:
+        _LIMITS[key] = tuple(_limit(name, int(value))
+                             for name, value in job.get("limits", {}).items())
+    if not _STREAMS:
+        # Unbuffered, as with `python -u`: a worker is killed, never flushed, at the end.
+        _STREAMS.extend(io.TextIOWrapper(open(fd, "wb", 0, closefd=False), write_through=True)
+                        for fd in (1, 2))
+        _STREAMS.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    if os.environ.get("HOME") != workdir or os.environ.get("TMPDIR") != workdir:
+        os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    return _Setup(workdir, folders, {f: _FINDERS[f] for f in folders}, _LIMITS[key],
+                  (_STREAMS[0], _STREAMS[1]), _STREAMS[2])
+
+
+def _child(setup: _Setup, modules: list[str], probes: Any, rfd: int, wfd: int,
+           ofd: int) -> None:
     """In the forked worker: detach, move into its own files, limit, then serve."""
     os.setsid()
     _prctl(_PR_SET_DUMPABLE, 1)  # the zygote is not; the student's own process may be
+    os.dup2(setup.stdin, 0)
     os.dup2(ofd, 1)
     os.dup2(ofd, 2)
     _close_other_descriptors((rfd, wfd))
-    # Unbuffered, as with `python -u`: a worker is killed, never flushed, at the end.
-    sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)
-    sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.chdir(workdir)
-    os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-    for rel in reversed(job.get("sys_path") or ["."]):
-        folder = os.path.normpath(os.path.join(workdir, rel))
-        sys.path.insert(0, folder)
-        sys.path_importer_cache[folder] = FileFinder(folder, *_LOADERS)
-    _apply_limits(job.get("limits", {}))
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    Worker(job["modules"], probes).serve(rfd, wfd)
+    sys.stdout, sys.stderr = setup.streams
+    os.chdir(setup.workdir)
+    sys.path[:0] = setup.folders
+    sys.path_importer_cache.update(setup.finders)
+    for kind, limits in setup.limits:
+        resource.setrlimit(kind, limits)
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # `_signal`: no enum conversions
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+    Worker(modules, probes).serve(rfd, wfd)
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -450,12 +490,41 @@ def _sweep(scratch: str, workers: dict[int, Any]) -> None:
         if entry.name in keep:
             continue
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            _remove_folder(entry.path)
         else:
             try:
                 os.unlink(entry.path)
             except OSError:
                 pass
+
+
+def _remove_folder(path: str) -> None:
+    """Remove a folder; one holding only files (a check's usual leftovers) the cheap way."""
+    try:
+        for name in os.listdir(path):
+            os.unlink(os.path.join(path, name))  # a folder inside: IsADirectoryError
+        os.rmdir(path)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _await_exit(worker: dict[str, Any], workers: dict[int, Any], seconds: float) -> None:
+    """Wait up to `seconds` for `worker` to end, woken by its pidfd as soon as it does."""
+    deadline = time.monotonic() + seconds
+    _reap(workers)
+    while worker["status"] is None and (left := deadline - time.monotonic()) > 0:
+        if worker["pidfd"] is not None:
+            select.select([worker["pidfd"]], [], [], left)
+        else:  # a kernel without pidfds
+            time.sleep(0.001)
+        _reap(workers)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _stop(pid: int, workers: dict[int, Any], scratch: str) -> dict[str, Any]:
@@ -464,11 +533,7 @@ def _stop(pid: int, workers: dict[int, Any], scratch: str) -> dict[str, Any]:
     if worker is None:
         return {"killed": True, "exitcode": None}
     worker["stopping"] = True
-    deadline = time.monotonic() + 0.05  # its pipes are closed: an idle worker exits now
-    while worker["status"] is None and time.monotonic() < deadline:
-        _reap(workers)
-        if worker["status"] is None:
-            time.sleep(0.001)
+    _await_exit(worker, workers, 0.05)  # its pipes are closed: an idle worker exits now
     killed = worker["status"] is None
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -478,6 +543,8 @@ def _stop(pid: int, workers: dict[int, Any], scratch: str) -> dict[str, Any]:
     if worker["status"] is None:
         _, worker["status"] = os.waitpid(pid, 0)
     del workers[pid]
+    if worker["pidfd"] is not None:
+        os.close(worker["pidfd"])
     _sweep(scratch, workers)
     return {"killed": killed, "exitcode": os.waitstatus_to_exitcode(worker["status"])}
 
@@ -545,17 +612,19 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
             probe_module = probes[probe_source[1]]
         workdir = _make_workdir(scratch, files)
         _precompile(workdir, files)
+        setup = _setup(job, workdir)
         gc.freeze()  # a worker's collections never walk (and copy) what it inherits
         pid = os.fork()
         if pid == 0:
             control.close()
             try:
-                _child(job, probe_module, workdir, fds[0], fds[1], fds[2])
+                _child(setup, job["modules"], probe_module, fds[0], fds[1], fds[2])
             except BaseException:  # noqa: BLE001 - the worker must never return to the loop
                 traceback.print_exc()
             finally:
                 os._exit(0)
-        workers[pid] = {"status": None, "stopping": False, "workdir": workdir}
+        workers[pid] = {"status": None, "stopping": False, "workdir": workdir,
+                        "pidfd": _pidfd(pid)}
         return {"pid": pid}
     if request["op"] == "stop":
         return _stop(int(request["pid"]), workers, scratch)
