@@ -123,11 +123,11 @@ class Capture:
             return bytes(self.kept), self.dropped
 
     def finish(self) -> None:
-        """Read what is left, then let the drain thread close the pipe."""
+        """Read what is left, then leave the pipe to the drain thread, which closes it
+        when it next looks: at the latest when the worker's end closes, as it dies."""
         self.pump(reads=64)
         with self.lock:
             self.finished = True
-        _drain().wake()
 
 
 class _Drain(threading.Thread):

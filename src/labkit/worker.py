@@ -19,6 +19,7 @@ import array
 import ctypes
 import gc
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -38,6 +39,8 @@ from importlib.machinery import (
     SOURCE_SUFFIXES,
     ExtensionFileLoader,
     FileFinder,
+    ModuleSpec,
+    PathFinder,
     SourceFileLoader,
     SourcelessFileLoader,
 )
@@ -83,14 +86,25 @@ def _describe_exception(exc: BaseException) -> dict[str, Any]:
 
 
 class Worker:
-    """Serves one check: imports student modules on demand and runs requests."""
+    """Serves one check: imports student modules on demand and runs requests.
 
-    def __init__(self, modules: list[str], probes: Any) -> None:
+    `specs` are what the import system would find for the job's modules in the fresh
+    folder, found by the zygote; they serve the first import only, before any of the
+    student's code has run (and could have changed the folder).
+    """
+
+    def __init__(self, modules: list[str], probes: Any,
+                 specs: dict[str, ModuleSpec] | None = None) -> None:
         self.modules = modules
         self.probes = probes
+        self.specs = specs or {}
 
     def module(self, name: str | None) -> Any:
-        return importlib.import_module(name or self.modules[0])
+        name = name or self.modules[0]
+        spec, self.specs = self.specs.get(name), {}
+        if spec is None or name in sys.modules:
+            return importlib.import_module(name)
+        return _load(spec)
 
     def handle(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
         op = request["op"]
@@ -152,6 +166,21 @@ class Worker:
                     reply["raised"]["builtin"] = None
             _flush()  # what the call printed reaches the output pipe before its reply
             protocol.write_message(wfd, {"id": request.get("id"), **reply}, reply_blobs)
+
+
+def _load(spec: ModuleSpec) -> Any:
+    """Import the module `spec` describes, as the import system does once it has found it."""
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec._initializing = True  # type: ignore[attr-defined]  # import's circular-import hint
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        sys.modules.pop(spec.name, None)
+        raise
+    finally:
+        spec._initializing = False  # type: ignore[attr-defined]
+    return sys.modules[spec.name]
 
 
 def _flush() -> None:
@@ -345,16 +374,40 @@ class _Setup(NamedTuple):
     limits: tuple[tuple[int, tuple[int, int]], ...]
     streams: tuple[io.TextIOWrapper, io.TextIOWrapper]
     stdin: int
+    specs: dict[str, ModuleSpec]
 
 
 _FINDERS: dict[str, FileFinder] = {}
+_SPECS: dict[tuple[str, frozenset[str]], dict[str, ModuleSpec]] = {}
 _LIMITS: dict[str, tuple[tuple[int, tuple[int, int]], ...]] = {}
 _STREAMS: list[Any] = []  # [stdout, stderr, /dev/null descriptor]
 
 
-def _setup(job: dict[str, Any], workdir: str) -> _Setup:
-    """The setup of a worker of `job` in `workdir`; the zygote's environment gets the
-    worker's HOME and TMPDIR."""
+def _find_specs(modules: list[str], folders: tuple[str, ...]) -> dict[str, ModuleSpec]:
+    """Where a worker's import of each module would find it: the search the import
+    system makes, done once here. Only for top-level modules that are not already
+    imported (NumPy's own) and that no finder before the path's claims (built-ins)."""
+    if PathFinder not in sys.meta_path:
+        return {}
+    before = sys.meta_path[: sys.meta_path.index(PathFinder)]
+    specs = {}
+    for name in modules:
+        if "." in name or name in sys.modules:
+            continue
+        if any(finder.find_spec(name, None) is not None for finder in before):
+            continue
+        for folder in folders:
+            spec = _FINDERS[folder].find_spec(name)
+            if spec is not None:
+                if spec.loader is not None:  # not a namespace portion: the search ends here
+                    specs[name] = spec
+                break
+    return specs
+
+
+def _setup(job: dict[str, Any], workdir: str, files: dict[str, bytes]) -> _Setup:
+    """The setup of a worker of `job` in `workdir` (a new folder holding just `files`);
+    the zygote's environment gets the worker's HOME and TMPDIR."""
     folders = tuple(os.path.normpath(os.path.join(workdir, rel))
                     for rel in job.get("sys_path") or ["."])
     for folder in folders:
@@ -371,8 +424,14 @@ def _setup(job: dict[str, Any], workdir: str) -> _Setup:
         _STREAMS.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
     if os.environ.get("HOME") != workdir or os.environ.get("TMPDIR") != workdir:
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
+    # What a folder holds decides what is found there, and the zygote made it: holding
+    # the same file names, the same folder gives the same answers.
+    found = (workdir, frozenset(files))
+    if found not in _SPECS:
+        _SPECS.clear()
+        _SPECS[found] = _find_specs(job["modules"], folders)
     return _Setup(workdir, folders, {f: _FINDERS[f] for f in folders}, _LIMITS[key],
-                  (_STREAMS[0], _STREAMS[1]), _STREAMS[2])
+                  (_STREAMS[0], _STREAMS[1]), _STREAMS[2], _SPECS[found])
 
 
 def _child(setup: _Setup, modules: list[str], probes: Any, rfd: int, wfd: int,
@@ -392,7 +451,7 @@ def _child(setup: _Setup, modules: list[str], probes: Any, rfd: int, wfd: int,
         resource.setrlimit(kind, limits)
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # `_signal`: no enum conversions
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    Worker(modules, probes).serve(rfd, wfd)
+    Worker(modules, probes, dict(setup.specs)).serve(rfd, wfd)
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -612,7 +671,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
             probe_module = probes[probe_source[1]]
         workdir = _make_workdir(scratch, files)
         _precompile(workdir, files)
-        setup = _setup(job, workdir)
+        setup = _setup(job, workdir, files)
         gc.freeze()  # a worker's collections never walk (and copy) what it inherits
         pid = os.fork()
         if pid == 0:
