@@ -111,11 +111,15 @@ class Session:
     def _send(
         self, header: dict, blobs: list[bytes], where: str, importing: str | None = None
     ) -> Any:
-        if self.worker is None:
-            self.worker = self.sandbox.spawn()
+        started = self.worker is None
+        if self.worker is None:  # a check's first request is an import: the worker makes it
+            self.worker = self.sandbox.spawn(importing)
         self.calls.append(where)
         try:
-            reply, reply_blobs = self.worker.request(header, blobs, self.timeout)
+            if started and importing:
+                reply, reply_blobs = self.worker.receive(self.timeout)
+            else:
+                reply, reply_blobs = self.worker.request(header, blobs, self.timeout)
         except WorkerFailure as failure:
             failure.where = where
             self.failure = failure

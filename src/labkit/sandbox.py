@@ -227,6 +227,14 @@ class Worker:
 
         The wait ends at `timeout` or at the grading's deadline, whichever comes first.
         """
+        return self._exchange(header, blobs, timeout)
+
+    def receive(self, timeout: float) -> Any:
+        """The reply to the request the worker was started with (see `Sandbox.spawn`)."""
+        return self._exchange(None, [], timeout)
+
+    def _exchange(self, header: dict[str, Any] | None, blobs: list[bytes],
+                  timeout: float) -> Any:
         self._next_id += 1
         now = time.monotonic()
         deadline, error = now + timeout, WorkerTimeout(f"no answer within {timeout:g} s")
@@ -234,7 +242,8 @@ class Worker:
         if grading is not None and grading < deadline:
             deadline, error = grading, GradingTimeout("the grading ran out of time")
         try:
-            protocol.write_message(self.wfd, {**header, "id": self._next_id}, blobs, deadline)
+            if header is not None:
+                protocol.write_message(self.wfd, {**header, "id": self._next_id}, blobs, deadline)
             reply, reply_blobs = protocol.read_message(self.rfd, deadline)
         except protocol.ChannelTimeout:
             self.stop()
@@ -590,14 +599,18 @@ class Sandbox:
             self._bundle = make_bundle(self.config.workdir, self.config.probes)
         return self._bundle
 
-    def spawn(self) -> Worker:
-        """Fork a fresh worker for one check."""
+    def spawn(self, module: str | None = None) -> Worker:
+        """Fork a fresh worker for one check.
+
+        With `module`, the worker imports it as it starts, as if asked first thing:
+        its reply is then read with `Worker.receive`.
+        """
         bundle = self._job_files()
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         try:
-            reply = self.zygote.ask({"op": "spawn", "job": self._job()},
+            reply = self.zygote.ask({"op": "spawn", "job": self._job(), "import": module},
                                     [req_r, rep_w, out_w, bundle])
         except BaseException:
             for fd in (req_w, rep_r, out_r):

@@ -149,23 +149,30 @@ class Worker:
             "writeable": bool(plain.flags.writeable) if plain is not None else None,
         }
 
-    def serve(self, rfd: int, wfd: int) -> None:
+    def serve(self, rfd: int, wfd: int, first: str | None = None) -> None:
+        """Answer requests until the grader hangs up; `first`: import it before any
+        request, answering as if it had been the first one."""
+        if first is not None:
+            self.answer({"op": "import", "module": first, "id": 1}, [], wfd)
         while True:
             try:
                 request, blobs = protocol.read_message(rfd)
             except protocol.ChannelClosed:
                 return
-            reply_blobs: list[bytes] = []
-            try:
-                result = self.handle(request, blobs)
-                reply = {"ok": protocol.encode_value(result, reply_blobs)}
-            except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: B036 - reported as data
-                reply_blobs = []
-                reply = {"raised": _describe_exception(exc)}
-                if not isinstance(exc, Exception):
-                    reply["raised"]["builtin"] = None
-            _flush()  # what the call printed reaches the output pipe before its reply
-            protocol.write_message(wfd, {"id": request.get("id"), **reply}, reply_blobs)
+            self.answer(request, blobs, wfd)
+
+    def answer(self, request: dict[str, Any], blobs: list[bytes], wfd: int) -> None:
+        reply_blobs: list[bytes] = []
+        try:
+            result = self.handle(request, blobs)
+            reply = {"ok": protocol.encode_value(result, reply_blobs)}
+        except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: B036 - reported as data
+            reply_blobs = []
+            reply = {"raised": _describe_exception(exc)}
+            if not isinstance(exc, Exception):
+                reply["raised"]["builtin"] = None
+        _flush()  # what the call printed reaches the output pipe before its reply
+        protocol.write_message(wfd, {"id": request.get("id"), **reply}, reply_blobs)
 
 
 def _load(spec: ModuleSpec) -> Any:
@@ -434,7 +441,7 @@ def _setup(job: dict[str, Any], workdir: str, files: dict[str, bytes]) -> _Setup
                   (_STREAMS[0], _STREAMS[1]), _STREAMS[2], _SPECS[found])
 
 
-def _child(setup: _Setup, modules: list[str], probes: Any, rfd: int, wfd: int,
+def _child(setup: _Setup, job: dict[str, Any], probes: Any, rfd: int, wfd: int,
            ofd: int) -> None:
     """In the forked worker: detach, move into its own files, limit, then serve."""
     os.setsid()
@@ -451,7 +458,7 @@ def _child(setup: _Setup, modules: list[str], probes: Any, rfd: int, wfd: int,
         resource.setrlimit(kind, limits)
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # `_signal`: no enum conversions
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-    Worker(modules, probes, dict(setup.specs)).serve(rfd, wfd)
+    Worker(job["modules"], probes, dict(setup.specs)).serve(rfd, wfd, job["import"])
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -662,7 +669,9 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
     if request["op"] == "spawn":
         if len(fds) != 4:
             raise ValueError("a spawn needs four descriptors")
-        job = request["job"]
+        job = {**request["job"], "import": request.get("import")}
+        if not isinstance(job["import"], str | None):
+            raise ValueError("the module to import must be a name")
         files, probe_source = _read_bundle(fds[3])
         probe_module = None
         if probe_source is not None:
@@ -677,7 +686,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         if pid == 0:
             control.close()
             try:
-                _child(setup, job["modules"], probe_module, fds[0], fds[1], fds[2])
+                _child(setup, job, probe_module, fds[0], fds[1], fds[2])
             except BaseException:  # noqa: BLE001 - the worker must never return to the loop
                 traceback.print_exc()
             finally:
