@@ -107,6 +107,22 @@ PROBES = textwrap.dedent('''
             sys.stdout.write(line)
         return total
 
+    def leave_a_tree(module):
+        """Files in a nested folder and a double-forked daemon: the daemon's pid."""
+        os.makedirs("sub/deep")
+        with open("sub/deep/file.txt", "w") as handle:
+            handle.write("left behind")
+        read, write = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.write(write, str(os.getpid()).encode())
+                while True:
+                    time.sleep(0.05)
+            os._exit(0)
+        os.wait()
+        return [int(os.read(read, 32)), os.getcwd()]
+
     def daemon(module):
         if os.fork() == 0:
             os.setsid()
@@ -271,6 +287,58 @@ def test_each_worker_gets_a_fresh_folder_and_the_last_ones_is_gone(job, mode):
         second.stop()
     assert (job.workdir / "m.py").read_text() == "VALUE = 42\n"  # the trusted copy
     assert sorted(p.name for p in job.workdir.iterdir()) == ["m.py"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_closed_check_is_cleaned_up_before_the_next_worker_starts(job, mode):
+    """`close` does not wait for the zygote; the zygote still ends the worker's whole
+    tree and empties its folder before it forks the next one."""
+    with Sandbox(with_mode(job, mode)) as sandbox:
+        first = sandbox.spawn()
+        pid, folder = call(first, "leave_a_tree")
+        first.close()
+        second = sandbox.spawn()
+        assert call(second, "exists", f"/proc/{pid}") is False  # same PID namespace
+        assert call(second, "exists", f"{folder}/sub") is False  # the name may be reused
+        second.close()
+
+
+FIRST_IMPORTS = {  # module source -> what asking for VALUE gives, first and second time
+    "import sys\nVALUE = [__name__, __spec__.name, __spec__.origin == __file__,"
+    " __spec__.parent, __package__, __cached__.endswith(sys.implementation.cache_tag"
+    " + '.pyc'), type(__loader__).__name__, sys.modules[__name__].__name__]\n":
+        ["m", "m", True, "", "", True, "_PrecompiledLoader", "m"],
+    "import sys, types\nsys.modules['m'] = types.SimpleNamespace(VALUE='replaced')\n":
+        "replaced",
+    "import m\nVALUE = m.OTHER\nOTHER = 1\n":
+        "AttributeError: partially initialized module 'm' has no attribute 'OTHER' (most"
+        " likely due to a circular import)",
+    "print('importing')\nraise ValueError('at import')\n": "ValueError: at import",
+}
+
+
+@pytest.mark.parametrize("source", list(FIRST_IMPORTS))
+def test_a_workers_first_import_is_the_import_systems(job, source):
+    """The first import uses the spec the zygote found for the fresh folder, and is made
+    as the worker starts; modules see what an ordinary import gives them."""
+    (job.workdir / "m.py").write_text(source)
+    expected = FIRST_IMPORTS[source]
+    with Sandbox(with_mode(job, "process")) as sandbox:
+        worker = sandbox.spawn("m")
+        imported, _ = worker.receive(20.0)
+        for _ in range(2):  # a failed import is tried again, as Python does
+            blobs: list[bytes] = []
+            reply, _ = worker.request({"op": "value", "module": "m", "name": "VALUE",
+                                       "args": protocol.encode_value([], blobs)}, blobs, 20.0)
+            if isinstance(expected, str) and ":" in expected:
+                raised = reply["raised"]
+                assert f"{raised['type']}: {raised['message']}" == expected
+                assert imported["raised"] == raised
+            else:
+                assert "ok" in imported and reply["ok"] == protocol.encode_value(expected, [])
+        output = worker.output()
+        worker.close()
+    assert output.count("importing") == (3 if "print" in source else 0)
 
 
 @pytest.mark.parametrize("mode", MODES)
