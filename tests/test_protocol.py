@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -124,3 +125,32 @@ def test_read_message_times_out_and_sees_eof():
     with pytest.raises(protocol.ChannelClosed):
         protocol.read_message(r)
     os.close(r)
+
+
+def test_read_message_takes_a_message_in_pieces_and_refuses_one_out_of_turn():
+    import threading
+
+    big = bytes(range(256)) * 1024  # more than one read's worth
+    r, w = os.pipe()
+    try:
+        data = protocol.pack({"id": 1}, [big])
+        os.write(w, data[:3])  # not even the whole length yet
+
+        def rest() -> None:
+            time.sleep(0.05)
+            view = memoryview(data)[3:]
+            while view:
+                view = view[os.write(w, view):]
+
+        writer = threading.Thread(target=rest)
+        writer.start()
+        header, blobs = protocol.read_message(r, deadline=time.monotonic() + 10)
+        writer.join()
+        assert header == {"id": 1} and blobs == [big]
+        two = protocol.pack({"id": 2}, []) + protocol.pack({"id": 3}, [])
+        os.write(w, two)
+        with pytest.raises(ProtocolError, match="before its turn"):
+            protocol.read_message(r)
+    finally:
+        os.close(w)
+        os.close(r)

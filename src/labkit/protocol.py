@@ -25,6 +25,7 @@ import numpy as np
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
 MAX_DEPTH = 64
 _LEN = struct.Struct(">Q")
+_FIRST_READ = 64 * 1024  # bytes asked for by a message's first read
 
 
 class ProtocolError(Exception):
@@ -264,8 +265,28 @@ def _read_exact(fd: int, size: int, deadline: float | None, ready: bool = False)
 
 
 def read_message(fd: int, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
-    """Read one message; `deadline` is a `time.monotonic()` value or None to wait."""
-    (size,) = _LEN.unpack(_read_exact(fd, _LEN.size, deadline))
+    """Read one message; `deadline` is a `time.monotonic()` value or None to wait.
+
+    The two sides take turns (one message in flight each way), so a small message comes
+    in one read, length and all; bytes beyond it can only be a misbehaving sender's.
+    """
+    first = b""
+    while not first:
+        _wait(fd, deadline)
+        try:
+            first = os.read(fd, _FIRST_READ)
+        except BlockingIOError:
+            continue
+        if not first:
+            raise ChannelClosed()
+    if len(first) < _LEN.size:
+        first += _read_exact(fd, _LEN.size - len(first), deadline)
+    (size,) = _LEN.unpack_from(first)
     if size > MAX_MESSAGE:
         raise ProtocolError(f"message of {size} bytes is over the limit")
-    return unpack(_read_exact(fd, size, deadline, ready=True))  # written with its length
+    body = first[_LEN.size :]
+    if len(body) > size:
+        raise ProtocolError("a message arrived before its turn")
+    if len(body) < size:  # written with its length: the rest is on its way
+        body += _read_exact(fd, size - len(body), deadline, ready=True)
+    return unpack(body)
