@@ -112,28 +112,28 @@ def test_malformed_values_are_refused(tree):
         protocol.decode_value(tree, [])
 
 
-def test_read_message_times_out_and_sees_eof():
+def test_a_reader_times_out_and_sees_eof():
     r, w = os.pipe()
     try:
         with pytest.raises(protocol.ChannelTimeout):
-            protocol.read_message(r, deadline=0)
+            protocol.Reader(r).read(deadline=0)
         os.write(w, struct.pack(">Q", 1 << 40))
         with pytest.raises(ProtocolError):
-            protocol.read_message(r)
+            protocol.Reader(r).read()
     finally:
         os.close(w)
     with pytest.raises(protocol.ChannelClosed):
-        protocol.read_message(r)
+        protocol.Reader(r).read()
     os.close(r)
 
 
-def test_read_message_takes_a_message_in_pieces_and_refuses_one_out_of_turn():
+def test_a_reader_takes_messages_in_pieces_and_keeps_what_came_ahead():
     import threading
 
-    big = bytes(range(256)) * 1024  # more than one read's worth
+    big = bytes(range(256)) * 4096  # more than one read's worth
     r, w = os.pipe()
     try:
-        data = protocol.pack({"id": 1}, [big])
+        data = protocol.pack({"id": 1}, [big]) + protocol.pack({"id": 2}, [b"x"])
         os.write(w, data[:3])  # not even the whole length yet
 
         def rest() -> None:
@@ -144,13 +144,12 @@ def test_read_message_takes_a_message_in_pieces_and_refuses_one_out_of_turn():
 
         writer = threading.Thread(target=rest)
         writer.start()
-        header, blobs = protocol.read_message(r, deadline=time.monotonic() + 10)
+        reader = protocol.Reader(r)
+        assert reader.read(deadline=time.monotonic() + 10) == ({"id": 1}, [big])
         writer.join()
-        assert header == {"id": 1} and blobs == [big]
-        two = protocol.pack({"id": 2}, []) + protocol.pack({"id": 3}, [])
-        os.write(w, two)
-        with pytest.raises(ProtocolError, match="before its turn"):
-            protocol.read_message(r)
+        assert reader.read(deadline=0) == ({"id": 2}, [b"x"])  # already here: no wait
+        with pytest.raises(protocol.ChannelTimeout):
+            reader.read(deadline=0)
     finally:
         os.close(w)
         os.close(r)

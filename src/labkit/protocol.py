@@ -25,7 +25,7 @@ import numpy as np
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
 MAX_DEPTH = 64
 _LEN = struct.Struct(">Q")
-_FIRST_READ = 64 * 1024  # bytes asked for by a message's first read
+_READ_SIZE = 1 << 20  # bytes asked for by one read
 
 
 class ProtocolError(Exception):
@@ -232,11 +232,14 @@ def write_message(
     blobs: list[bytes] | None = None,
     deadline: float | None = None,
 ) -> None:
-    """Write one message; with a deadline, a reader that stops reading cannot block us.
+    """Write one message; with a deadline, a reader that stops reading cannot block us."""
+    write_all(fd, pack(header, blobs or []), deadline)
 
-    The pipe nearly always has room: it is written first, and waited on only when full.
-    """
-    data = memoryview(pack(header, blobs or []))
+
+def write_all(fd: int, packed: bytes, deadline: float | None = None) -> None:
+    """Write packed messages. The pipe nearly always has room: it is written first, and
+    waited on only when full."""
+    data = memoryview(packed)
     while data:
         try:
             data = data[os.write(fd, data) :]
@@ -246,47 +249,42 @@ def write_message(
             raise ChannelClosed() from None
 
 
-def _read_exact(fd: int, size: int, deadline: float | None, ready: bool = False) -> bytes:
-    """`size` bytes from `fd`; `ready`: the data is probably there, read before waiting."""
-    chunks, remaining = [], size
-    while remaining:
-        if not ready:
-            _wait(fd, deadline)
-        ready = False
-        try:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-        except BlockingIOError:
-            continue
-        if not chunk:
-            raise ChannelClosed()
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
+class Reader:
+    """Reads the messages arriving on one descriptor, in order.
 
-
-def read_message(fd: int, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
-    """Read one message; `deadline` is a `time.monotonic()` value or None to wait.
-
-    The two sides take turns (one message in flight each way), so a small message comes
-    in one read, length and all; bytes beyond it can only be a misbehaving sender's.
+    A message usually comes in one read, length and all. Bytes read beyond it belong
+    to the next message (a sender may send several ahead, see `proxy.Session.send_ahead`)
+    and are kept for the next `read`.
     """
-    first = b""
-    while not first:
-        _wait(fd, deadline)
-        try:
-            first = os.read(fd, _FIRST_READ)
-        except BlockingIOError:
-            continue
-        if not first:
-            raise ChannelClosed()
-    if len(first) < _LEN.size:
-        first += _read_exact(fd, _LEN.size - len(first), deadline)
-    (size,) = _LEN.unpack_from(first)
-    if size > MAX_MESSAGE:
-        raise ProtocolError(f"message of {size} bytes is over the limit")
-    body = first[_LEN.size :]
-    if len(body) > size:
-        raise ProtocolError("a message arrived before its turn")
-    if len(body) < size:  # written with its length: the rest is on its way
-        body += _read_exact(fd, size - len(body), deadline, ready=True)
-    return unpack(body)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+
+    def read(self, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
+        """The next message; `deadline` is a `time.monotonic()` value or None to wait."""
+        chunks, have, size = [self.pending], len(self.pending), None
+        while size is None or have < _LEN.size + size:
+            if size is None and have >= _LEN.size:
+                chunks = [b"".join(chunks)]
+                (size,) = _LEN.unpack_from(chunks[0])
+                if size > MAX_MESSAGE:
+                    raise ProtocolError(f"message of {size} bytes is over the limit")
+                continue
+            chunk = self._chunk(deadline)
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks)
+        self.pending = data[_LEN.size + size :]
+        return unpack(data[_LEN.size : _LEN.size + size])
+
+    def _chunk(self, deadline: float | None) -> bytes:
+        while True:
+            _wait(self.fd, deadline)
+            try:
+                chunk = os.read(self.fd, _READ_SIZE)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise ChannelClosed()
+            return chunk

@@ -216,10 +216,11 @@ class Worker:
     """One forked worker, serving one check over a request and a reply pipe."""
 
     def __init__(self, sandbox: Sandbox, pid: int, wfd: int, rfd: int, capture: Capture,
-                 generation: int = 0) -> None:
+                 generation: int = 0, sent: int = 0) -> None:
         self.sandbox, self.pid, self.wfd, self.rfd = sandbox, pid, wfd, rfd
         self.capture, self.generation = capture, generation
-        self._next_id = 0
+        self.reader = protocol.Reader(rfd)
+        self._sent, self._answered = sent, 0  # requests sent (or made at start), answered
         self.ended: dict[str, Any] | None = None
 
     def request(self, header: dict[str, Any], blobs: list[bytes], timeout: float) -> Any:
@@ -227,37 +228,52 @@ class Worker:
 
         The wait ends at `timeout` or at the grading's deadline, whichever comes first.
         """
-        return self._exchange(header, blobs, timeout)
+        self.send([(header, blobs)], timeout)
+        return self.receive(timeout)
+
+    def send(self, requests: list[tuple[dict[str, Any], list[bytes]]], timeout: float) -> None:
+        """Send requests, in one write, without waiting for their replies (`receive`)."""
+        deadline, error = self._deadline(timeout)
+        data = []
+        for header, blobs in requests:
+            self._sent += 1
+            data.append(protocol.pack({**header, "id": self._sent}, blobs))
+        try:
+            protocol.write_all(self.wfd, b"".join(data), deadline)
+        except (protocol.ChannelTimeout, protocol.ChannelClosed) as exc:
+            raise self._failed(exc, error) from None
 
     def receive(self, timeout: float) -> Any:
-        """The reply to the request the worker was started with (see `Sandbox.spawn`)."""
-        return self._exchange(None, [], timeout)
-
-    def _exchange(self, header: dict[str, Any] | None, blobs: list[bytes],
-                  timeout: float) -> Any:
-        self._next_id += 1
-        now = time.monotonic()
-        deadline, error = now + timeout, WorkerTimeout(f"no answer within {timeout:g} s")
-        grading = self.sandbox.deadline
-        if grading is not None and grading < deadline:
-            deadline, error = grading, GradingTimeout("the grading ran out of time")
+        """The reply to the oldest request not yet answered (the first may be the one
+        the worker was started with, see `Sandbox.spawn`)."""
+        deadline, error = self._deadline(timeout)
+        self._answered += 1
         try:
-            if header is not None:
-                protocol.write_message(self.wfd, {**header, "id": self._next_id}, blobs, deadline)
-            reply, reply_blobs = protocol.read_message(self.rfd, deadline)
-        except protocol.ChannelTimeout:
-            self.stop()
-            raise error from None
-        except protocol.ChannelClosed:
-            ended = self.stop()
-            raise WorkerCrashed(ended["exitcode"]) from None
-        except protocol.ProtocolError as exc:
-            self.stop()
-            raise WorkerCrashed(None, str(exc)) from None
-        if reply.get("id") != self._next_id:
+            reply, reply_blobs = self.reader.read(deadline)
+        except (protocol.ChannelTimeout, protocol.ChannelClosed, protocol.ProtocolError) as exc:
+            raise self._failed(exc, error) from None
+        if reply.get("id") != self._answered:
             self.stop()
             raise WorkerCrashed(None, "reply out of order")
         return reply, reply_blobs
+
+    def _deadline(self, timeout: float) -> tuple[float, WorkerFailure]:
+        """When waiting ends: at `timeout`, or at the grading's deadline if sooner."""
+        deadline = time.monotonic() + timeout
+        grading = self.sandbox.deadline
+        if grading is not None and grading < deadline:
+            return grading, GradingTimeout("the grading ran out of time")
+        return deadline, WorkerTimeout(f"no answer within {timeout:g} s")
+
+    def _failed(self, exc: Exception, error: WorkerFailure) -> WorkerFailure:
+        """The worker is stopped; what to raise for `exc`."""
+        if isinstance(exc, protocol.ChannelTimeout):
+            self.stop()
+            return error
+        if isinstance(exc, protocol.ChannelClosed):
+            return WorkerCrashed(self.stop()["exitcode"])
+        self.stop()
+        return WorkerCrashed(None, str(exc))
 
     def output(self) -> str:
         """A short excerpt of what the worker printed (never parsed for results)."""
@@ -622,7 +638,7 @@ class Sandbox:
         for fd in (req_w, rep_r):
             os.set_blocking(fd, False)
         return Worker(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
-                      self.zygote.generation)
+                      self.zygote.generation, sent=1 if module else 0)
 
     def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:
         """Have the zygote kill worker `pid` and its descendants; how it ended.

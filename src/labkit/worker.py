@@ -154,9 +154,10 @@ class Worker:
         request, answering as if it had been the first one."""
         if first is not None:
             self.answer({"op": "import", "module": first, "id": 1}, [], wfd)
+        reader = protocol.Reader(rfd)
         while True:
             try:
-                request, blobs = protocol.read_message(rfd)
+                request, blobs = reader.read()
             except protocol.ChannelClosed:
                 return
             self.answer(request, blobs, wfd)
