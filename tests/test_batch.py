@@ -442,3 +442,85 @@ def test_replay_falls_back_to_hypothesis_when_the_body_needs_it():
     replay.run({"student": None})  # assume() outside hypothesis: hypothesis takes over
     assert replay.examples is None
     replay.run({"student": None})
+
+
+STEPS_GRADER = '''
+from hypothesis import given, strategies as st
+from labkit.grading import PROPERTY, check
+
+@check("steps.in_turn")
+@PROPERTY
+@given(st.integers(0, 1000))
+def test_in_turn(student, x):  # two calls an example: they cannot be sent ahead
+    assert student.record(x) is True
+    assert student.last_two(x) == [["record", x], ["last_two", x]]
+
+@check("square.values")
+@PROPERTY
+@given(st.integers(0, 1000))
+def test_square(student, x):  # one call an example: sent ahead
+    assert student.square(x) == x * x
+'''
+
+STEPS_CHECKS = "format = 1\n" + "".join(
+    f'[checks."{c}"]\npoints = 1\ntitle = {{en = "{c}", es = "{c}"}}\n'
+    f'fail = {{en = "{c} is wrong", es = "{c} mal"}}\nhint = {{en = "h", es = "h"}}\n'
+    for c in ("steps.in_turn", "square.values"))
+
+STEPS = """
+HISTORY = []
+
+def record(x):
+    HISTORY.append(["record", x])
+    return len(HISTORY) <= 60  # 25 examples of 2 calls each, in one fresh worker
+
+def last_two(x):
+    HISTORY.append(["last_two", x])
+    return HISTORY[-2:]
+
+def square(x):
+    HISTORY.append(["square", x])
+    return x * x + (len(HISTORY) > 20)  # wrong once called often: order matters
+"""
+
+
+def test_calls_sent_ahead_give_the_grades_of_calls_made_in_turn(tmp_path, monkeypatch):
+    """A warm grading sends a property check's calls ahead only when each example makes
+    one call; a check that makes more runs again in turn in a fresh worker. Either way,
+    the worker sees the calls in the order hypothesis would make them."""
+    from labkit import proxy, registry
+    from labkit.gradeserver import run_warm
+    from labkit.runner import grade_files
+
+    (tmp_path / "labs.toml").write_text('format = 1\n[[lab]]\nid = "lab98"\ntitle.en = "S"\n'
+                                        'title.es = "S"\nfiles = ["steps.py"]\n'
+                                        'modules = ["steps"]\n')
+    (tmp_path / "exercises" / "lab98").mkdir(parents=True)
+    (tmp_path / "grader" / "lab98").mkdir(parents=True)
+    shutil.copy(LAB02.grader_dir.parent / "pytest.ini", tmp_path / "grader" / "pytest.ini")
+    (tmp_path / "grader" / "lab98" / "test_steps.py").write_text(STEPS_GRADER)
+    (tmp_path / "grader" / "lab98" / "checks.toml").write_text(STEPS_CHECKS)
+    lab = registry.get_lab("lab98", tmp_path)
+    sent_ahead = []
+    send_ahead = proxy.Session.send_ahead
+    monkeypatch.setattr(proxy.Session, "send_ahead", lambda self, requests, *a: sent_ahead.append(
+        [r[0] for r in requests]) or send_ahead(self, requests, *a))
+    files = {"steps.py": STEPS.encode()}
+    cold = grade_files(lab, files)
+    warm = []
+
+    def loop(grade):
+        for _ in range(2):  # the second grading knows `steps.in_turn` is not sent ahead
+            work = tmp_path / f"w{len(warm)}"
+            workspace.materialize(files, work)
+            warm.append(grade(work, files, "en"))
+
+    run_warm(lab, loop)
+    statuses = {c.id: c.status for c in cold.checks}
+    assert statuses == {"steps.in_turn": Status.PASS, "square.values": Status.FAIL}
+    for result in warm:
+        assert [(c.id, c.status, c.message) for c in result.checks] == \
+            [(c.id, c.status, c.message) for c in cold.checks]
+    wheres = [set(calls) for calls in sent_ahead]
+    assert wheres.count({"record"}) == 1  # tried once, then run in turn
+    assert wheres.count({"square"}) == 2

@@ -9,6 +9,7 @@ instance of the nearest built-in class, so `pytest.raises(ValueError)` reads nat
 from __future__ import annotations
 
 import builtins
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +72,33 @@ class Observation:
     writeable: bool | None
 
 
+Request = tuple[str, dict[str, Any], list[bytes]]  # (where, header, blobs)
+
+
+class Diverged(BaseException):
+    """A check asked for something other than the request sent ahead for it.
+
+    A BaseException, so that a grader's `except Exception` never swallows it."""
+
+
+class Asked(BaseException):
+    """A rehearsal reached a check's first request (see `Rehearsal`)."""
+
+    def __init__(self, request: Request) -> None:
+        super().__init__(request[0])
+        self.request = request
+
+
+def _encode(op: str, key: str, fields: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+    blobs: list[bytes] = []
+    header = {"op": op, "module": key}
+    for name, value in fields.items():
+        if name in ("args", "kwargs"):
+            value = protocol.encode_value(value, blobs)
+        header[name] = value
+    return header, blobs
+
+
 class Session:
     """The worker of one check, started on first use and stopped at the end.
 
@@ -89,7 +117,7 @@ class Session:
         self.worker: Worker | None = None
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
-        self.calls: list[str] = []
+        self.ahead: deque[Request] | None = None
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         if self.failure is not None:
@@ -97,26 +125,57 @@ class Session:
         key = module or self.sandbox.config.modules[0]
         if key in self.broken:
             raise self.broken[key].with_traceback(None)
+        header, blobs = _encode(op, key, fields)
+        if self.ahead is not None:
+            if not self.ahead or self.ahead[0] != (where, header, blobs):
+                raise Diverged(where)
+            self.ahead.popleft()
+            return self._send(header, blobs, where, sent=True)
+        self._import(key)
+        return self._send(header, blobs, where)
+
+    def send_ahead(self, requests: list[Request], limit: int = 32 * 1024) -> bool:
+        """Send requests before the check makes them, all in one write; False (nothing
+        sent) if together they are over `limit` bytes, so that they fit in the pipe.
+
+        The worker answers them in turn; each `request` then takes the next reply, once
+        it has checked that it asks exactly what was sent (else `Diverged`: the worker
+        has run calls the check did not make, and the check must start again afresh).
+        Raises as the first request would if importing the module fails.
+        """
+        if sum(len(repr(header)) + sum(map(len, blobs)) for _, header, blobs in requests) > limit:
+            return False
+        for _, header, _ in requests:
+            key = header["module"]
+            if key in self.broken:
+                raise self.broken[key].with_traceback(None)
+            self._import(key)
+        assert self.worker is not None
+        try:
+            self.worker.send([(header, blobs) for _, header, blobs in requests], self.timeout)
+        except WorkerFailure as failure:
+            self.failure = failure
+            raise
+        self.ahead = deque(requests)
+        return True
+
+    def restart(self) -> None:
+        """Stop the worker and forget it: the next request starts a fresh one."""
+        self.close()
+        self.worker, self.failure, self.imported, self.ahead = None, None, set(), None
+
+    def _import(self, key: str) -> None:
         if key not in self.imported:
             self._send({"op": "import", "module": key}, [], f"import {key}", key)
             self.imported.add(key)
-        blobs: list[bytes] = []
-        header = {"op": op, "module": key}
-        for name, value in fields.items():
-            if name in ("args", "kwargs"):
-                value = protocol.encode_value(value, blobs)
-            header[name] = value
-        return self._send(header, blobs, where)
 
-    def _send(
-        self, header: dict, blobs: list[bytes], where: str, importing: str | None = None
-    ) -> Any:
+    def _send(self, header: dict, blobs: list[bytes], where: str, importing: str | None = None,
+              sent: bool = False) -> Any:
         started = self.worker is None
         if self.worker is None:  # a check's first request is an import: the worker makes it
             self.worker = self.sandbox.spawn(importing)
-        self.calls.append(where)
         try:
-            if started and importing:
+            if sent or (started and importing):
                 reply, reply_blobs = self.worker.receive(self.timeout)
             else:
                 reply, reply_blobs = self.worker.request(header, blobs, self.timeout)
@@ -140,6 +199,18 @@ class Session:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
+
+
+class Rehearsal:
+    """Stands in for a check's session to learn its first request without making it:
+    `request` raises `Asked` with it."""
+
+    def __init__(self, session: Session) -> None:
+        self.sandbox = session.sandbox
+
+    def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
+        key = module or self.sandbox.config.modules[0]
+        raise Asked((where, *_encode(op, key, fields)))
 
 
 class Student:

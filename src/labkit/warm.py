@@ -13,6 +13,8 @@ and grades every submission it is sent with the same collected items:
   hypothesis does without shrinking. The examples therefore never depend on the
   submission or on what was graded before in the same process. A check whose body
   needs hypothesis at run time (`assume`, `note`, `st.data()`) runs under hypothesis.
+  When each example makes one call to the student, the calls go to the worker
+  together (`Replay._run_ahead`): one round trip a check instead of one an example.
 - random generators kept at module level by graders (NumPy `Generator`/`RandomState`,
   `random.Random`) are reset to their state after import before every grading, so a
   submission's grade does not depend on which submissions the process graded before.
@@ -27,7 +29,7 @@ import inspect
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,10 @@ import pytest
 
 from labkit import runner
 from labkit.plugin import GradingPlugin
+from labkit.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.registry import LabSpec, lab_checks
 from labkit.results import LabResult
-from labkit.sandbox import Sandbox, SandboxConfig, Zygote
+from labkit.sandbox import Sandbox, SandboxConfig, WorkerFailure, Zygote
 
 GradeFn = Callable[[Path, dict[str, bytes], str], LabResult]
 
@@ -60,6 +63,7 @@ class Replay:
         self.fixtures = list(inspect.signature(wrapped).parameters)
         self.examples: list[dict[str, Any]] | None = None
         self.frozen: list[bool] = []  # examples made only of immutable values need no copy
+        self.ahead = True  # whether to send its calls ahead (`_run_ahead`)
 
     def record(self) -> None:
         """Run hypothesis once with a body that passes, keeping what it generated."""
@@ -92,12 +96,74 @@ class Replay:
             self.wrapped(**funcargs)
             return
         try:
-            with _seeded():  # once per check: the global PRNGs start the same every grading
-                for example, frozen in zip(self.examples, self.frozen, strict=True):
-                    self.inner(**funcargs, **(example if frozen else copy.deepcopy(example)))
+            if not self._run_ahead(funcargs):
+                self._run_in_turn(funcargs)
         except HypothesisException:  # assume(), note() ...: hypothesis must drive it
             self.examples = None
             self.wrapped(**funcargs)
+
+    def _examples(self) -> Iterator[dict[str, Any]]:
+        assert self.examples is not None
+        for example, frozen in zip(self.examples, self.frozen, strict=True):
+            yield example if frozen else copy.deepcopy(example)
+
+    def _run_in_turn(self, funcargs: dict[str, Any]) -> None:
+        with _seeded():  # once per check: the global PRNGs start the same every grading
+            for example in self._examples():
+                self.inner(**funcargs, **example)
+
+    def _run_ahead(self, funcargs: dict[str, Any]) -> bool:
+        """Run the examples with their calls sent to the worker ahead, all at once.
+
+        A round trip to the worker per example costs more than the call itself. When
+        each example makes one call, whose arguments depend on the example alone (as a
+        rehearsal shows), the worker runs the same calls in the same order either way:
+        they are sent ahead, and each example takes its reply. An example that asks for
+        anything else ends the attempt (`Diverged`): the check runs again in turn, in a
+        fresh worker, and this check is not sent ahead again. False: run it in turn.
+        After a failing example the worker may run the calls still ahead; the grade is
+        the same, but what they print can appear in the check's output.
+        """
+        student = funcargs.get("student")
+        if not self.ahead or self.fixtures != ["student"] or not isinstance(student, Student):
+            return False
+        session: Session = student._session
+        requests = self._rehearse(session)
+        if requests is None or session.worker is not None:
+            return False
+        try:
+            if not session.send_ahead(requests):
+                return False
+        except StudentRaised:  # its import raised: in turn, each call imports it again
+            session.restart()
+            return False
+        except WorkerFailure:  # the first call in turn fails the same way at once
+            return False
+        try:
+            self._run_in_turn(funcargs)
+        except Diverged:
+            session.restart()
+            self.ahead = False
+            return False
+        finally:
+            session.ahead = None
+        return True
+
+    def _rehearse(self, session: Session) -> list[Request] | None:
+        """Each example's first request, or None if one makes none or fails before."""
+        stand_in = Student(Rehearsal(session))  # type: ignore[arg-type]
+        requests = []
+        with _seeded():
+            for example in self._examples():
+                try:
+                    self.inner(student=stand_in, **example)
+                except Asked as asked:
+                    requests.append(asked.request)
+                    continue
+                except Exception:  # noqa: BLE001 - fails before its call: run it in turn
+                    return None
+                return None
+        return requests
 
 
 class BatchPlugin(GradingPlugin):
