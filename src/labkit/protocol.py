@@ -25,7 +25,10 @@ import numpy as np
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
 MAX_DEPTH = 64
 _LEN = struct.Struct(">Q")
-_READ_SIZE = 1 << 20  # bytes asked for by one read
+# Bytes asked for by a message's first read (a buffer this size is allocated for every
+# read: kept under malloc's mmap threshold) and by the reads of a large message's rest.
+_FIRST_READ = 64 * 1024
+_READ_SIZE = 1 << 20
 
 
 class ProtocolError(Exception):
@@ -271,18 +274,19 @@ class Reader:
                 if size > MAX_MESSAGE:
                     raise ProtocolError(f"message of {size} bytes is over the limit")
                 continue
-            chunk = self._chunk(deadline)
+            wanted = _FIRST_READ if size is None else min(_LEN.size + size - have, _READ_SIZE)
+            chunk = self._chunk(deadline, wanted)
             chunks.append(chunk)
             have += len(chunk)
         data = b"".join(chunks)
         self.pending = data[_LEN.size + size :]
         return unpack(data[_LEN.size : _LEN.size + size])
 
-    def _chunk(self, deadline: float | None) -> bytes:
+    def _chunk(self, deadline: float | None, wanted: int) -> bytes:
         while True:
             _wait(self.fd, deadline)
             try:
-                chunk = os.read(self.fd, _READ_SIZE)
+                chunk = os.read(self.fd, wanted)
             except BlockingIOError:
                 continue
             if not chunk:
