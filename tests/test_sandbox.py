@@ -303,6 +303,20 @@ def test_a_closed_check_is_cleaned_up_before_the_next_worker_starts(job, mode):
         second.close()
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_requests_sent_together_are_answered_in_turn(job, mode):
+    with Sandbox(with_mode(job, mode)) as sandbox:
+        worker = sandbox.spawn()
+        values = [{"op": "value", "module": "m", "name": "VALUE"}] * 3
+        assert worker.send([(v, []) for v in values], 20.0, limit=10) is False  # too large
+        assert worker.send([(v, []) for v in values], 20.0) is True
+        for _ in values:
+            reply, _ = worker.receive(20.0)
+            assert reply["ok"] == 42
+        assert call(worker, "VALUE", op="value") == 42  # the next request, in order
+        worker.close()
+
+
 FIRST_IMPORTS = {  # module source -> what asking for VALUE gives, first and second time
     "import sys\nVALUE = [__name__, __spec__.name, __spec__.origin == __file__,"
     " __spec__.parent, __package__, __cached__.endswith(sys.implementation.cache_tag"

@@ -136,15 +136,14 @@ class Session:
 
     def send_ahead(self, requests: list[Request], limit: int = 32 * 1024) -> bool:
         """Send requests before the check makes them, all in one write; False (nothing
-        sent) if together they are over `limit` bytes, so that they fit in the pipe.
+        sent, the module imported) if together they are over `limit` bytes: they must fit
+        in the pipe, which the worker fills with replies only once it has read them.
 
         The worker answers them in turn; each `request` then takes the next reply, once
         it has checked that it asks exactly what was sent (else `Diverged`: the worker
         has run calls the check did not make, and the check must start again afresh).
         Raises as the first request would if importing the module fails.
         """
-        if sum(len(repr(header)) + sum(map(len, blobs)) for _, header, blobs in requests) > limit:
-            return False
         for _, header, _ in requests:
             key = header["module"]
             if key in self.broken:
@@ -152,12 +151,14 @@ class Session:
             self._import(key)
         assert self.worker is not None
         try:
-            self.worker.send([(header, blobs) for _, header, blobs in requests], self.timeout)
+            sent = self.worker.send([(header, blobs) for _, header, blobs in requests],
+                                    self.timeout, limit)
         except WorkerFailure as failure:
             self.failure = failure
             raise
-        self.ahead = deque(requests)
-        return True
+        if sent:
+            self.ahead = deque(requests)
+        return sent
 
     def restart(self) -> None:
         """Stop the worker and forget it: the next request starts a fresh one."""

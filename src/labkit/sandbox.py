@@ -231,17 +231,23 @@ class Worker:
         self.send([(header, blobs)], timeout)
         return self.receive(timeout)
 
-    def send(self, requests: list[tuple[dict[str, Any], list[bytes]]], timeout: float) -> None:
-        """Send requests, in one write, without waiting for their replies (`receive`)."""
+    def send(self, requests: list[tuple[dict[str, Any], list[bytes]]], timeout: float,
+             limit: int | None = None) -> bool:
+        """Send requests, in one write, without waiting for their replies (`receive`).
+
+        False, and nothing sent, if together they are over `limit` bytes.
+        """
         deadline, error = self._deadline(timeout)
-        data = []
-        for header, blobs in requests:
-            self._sent += 1
-            data.append(protocol.pack({**header, "id": self._sent}, blobs))
+        data = b"".join(protocol.pack({**header, "id": self._sent + number}, blobs)
+                        for number, (header, blobs) in enumerate(requests, 1))
+        if limit is not None and len(data) > limit:
+            return False
+        self._sent += len(requests)
         try:
-            protocol.write_all(self.wfd, b"".join(data), deadline)
+            protocol.write_all(self.wfd, data, deadline)
         except (protocol.ChannelTimeout, protocol.ChannelClosed) as exc:
             raise self._failed(exc, error) from None
+        return True
 
     def receive(self, timeout: float) -> Any:
         """The reply to the oldest request not yet answered (the first may be the one

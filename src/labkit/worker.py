@@ -386,7 +386,7 @@ class _Setup(NamedTuple):
 
 
 _FINDERS: dict[str, FileFinder] = {}
-_SPECS: dict[tuple[str, frozenset[str]], dict[str, ModuleSpec]] = {}
+_SPECS: dict[tuple[str, ...], dict[str, ModuleSpec]] = {}
 _LIMITS: dict[str, tuple[tuple[int, tuple[int, int]], ...]] = {}
 _STREAMS: list[Any] = []  # [stdout, stderr, /dev/null descriptor]
 
@@ -433,8 +433,8 @@ def _setup(job: dict[str, Any], workdir: str, files: dict[str, bytes]) -> _Setup
     if os.environ.get("HOME") != workdir or os.environ.get("TMPDIR") != workdir:
         os.environ["HOME"] = os.environ["TMPDIR"] = workdir
     # What a folder holds decides what is found there, and the zygote made it: holding
-    # the same file names, the same folder gives the same answers.
-    found = (workdir, frozenset(files))
+    # the same file names, the same folder gives the same answers for the same modules.
+    found = (*folders, "", *sorted(files), "", *job["modules"])
     if found not in _SPECS:
         _SPECS.clear()
         _SPECS[found] = _find_specs(job["modules"], folders)
