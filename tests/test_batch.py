@@ -524,3 +524,16 @@ def test_calls_sent_ahead_give_the_grades_of_calls_made_in_turn(tmp_path, monkey
     wheres = [set(calls) for calls in sent_ahead]
     assert wheres.count({"record"}) == 1  # tried once, then run in turn
     assert wheres.count({"square"}) == 2
+
+
+def test_grading_processes_start_no_math_thread_pools(tmp_path):
+    """Each job's grading process shares the cores with the other jobs: NumPy's BLAS and
+    OpenMP libraries must not start a pool of threads per process, which spin between
+    calls."""
+    grader = batch._Grader(LAB02, 0, tmp_path / "scratch", tmp_path / "logs")
+    try:
+        environ = Path(f"/proc/{grader.process.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        grader.stop(kill=True)
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        assert f"{name}=1".encode() in environ

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import __version__, gradeserver, i18n, submissions, workspace
+from labkit import __version__, gradeserver, i18n, isolation, submissions, workspace
 from labkit.gradebook import FILE_NAME, Gradebook
 from labkit.registry import LabSpec, lab_checks
 from labkit.results import LabResult, Status
@@ -272,7 +272,7 @@ class _Grader:
         tmp.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / f"grader-{index}.log"
-        env = {**os.environ, "TMPDIR": str(tmp)}
+        env = {**os.environ, "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
         env.pop("PYTEST_ADDOPTS", None)
         with open(self.log, "wb") as log:  # this run's log replaces the last one's
             self.process = subprocess.Popen(

@@ -27,6 +27,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+
+# NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
+# call; a worker or a batch's grading process is one of many sharing the cores.
+ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 ENV_VAR = "LABKIT_ISOLATION"
 MODES = ("auto", "bwrap", "process")
 SANDBOX_UID = 65534  # "nobody": owns nothing on the host

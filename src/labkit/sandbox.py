@@ -347,8 +347,7 @@ class Zygote:
         self.marker = f"{os.getpid()}-{secrets.token_hex(8)}"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update(LANG="C.UTF-8", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1", **{MARKER: self.marker})
+        env.update(LANG="C.UTF-8", **isolation_mod.ONE_MATH_THREAD, **{MARKER: self.marker})
         command = [sys.executable, "-I", "-B", "-m", "labkit.worker", str(theirs.fileno())]
         if self.choice.mode == "process":  # the zygote removes it when it ends, whatever we do
             self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-")
