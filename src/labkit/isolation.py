@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
 ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
