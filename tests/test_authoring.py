@@ -6,7 +6,7 @@ import pytest
 from kit import REPO
 
 from labkit import authoring
-from labkit.authoring import MarkerError, clear_solutions, strip_stub_blocks
+from labkit.authoring import MarkerError, clear_solutions
 
 
 def test_exercises_are_what_the_build_makes():
@@ -58,11 +58,6 @@ def test_a_stub_block_replaces_the_region_uncommented():
     assert clear_solutions(text) == (
         "# Fill in every value.\nTABLE = {\n\n    'a': None,\n}\nX = 1\n"
     )
-
-
-def test_the_solution_without_its_stub_blocks():
-    text = "A = 1\n### BEGIN STUB\n# A = None\n### END STUB\nB = 2"
-    assert strip_stub_blocks(text) == "A = 1\nB = 2\n"
 
 
 def test_text_outside_regions_is_kept_exactly():

@@ -362,7 +362,7 @@ def test_output_is_captured_capped_counted_and_shown_as_a_short_excerpt(job, mod
         worker = sandbox.spawn()
         prefix = "\x1b[2J\x1b[31mred\r\n"
         assert call(worker, "spam", total, prefix) == total
-        kept, dropped = worker.captured()
+        kept, dropped = worker.capture.snapshot()
         shown = worker.output()
         worker.stop()
     assert len(kept) == OUTPUT_KEEP and len(kept) + dropped == total + len(prefix)

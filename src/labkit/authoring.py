@@ -65,19 +65,6 @@ def clear_solutions(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def strip_stub_blocks(text: str) -> str:
-    """The solution's text without its stub blocks (what a grader should import)."""
-    out, skipping = [], False
-    for line in text.splitlines():
-        if line.strip() == BEGIN_STUB:
-            skipping = True
-        elif line.strip() == END_STUB:
-            skipping = False
-        elif not skipping:
-            out.append(line)
-    return "\n".join(out) + "\n"
-
-
 def build_exercises(repo: Path) -> dict[Path, str]:
     """Every stub file's expected text, keyed by its path under `exercises/`.
 

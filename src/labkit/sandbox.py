@@ -285,10 +285,6 @@ class Worker:
         """A short excerpt of what the worker printed (never parsed for results)."""
         return excerpt(*self.capture.snapshot())
 
-    def captured(self) -> tuple[bytes, int]:
-        """Everything kept of what the worker printed, and how many bytes were dropped."""
-        return self.capture.snapshot()
-
     def stop(self) -> dict[str, Any]:
         """End the worker and its whole process tree (idempotent); report how it ended."""
         if self.ended is None:
