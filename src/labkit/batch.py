@@ -89,7 +89,8 @@ def grader_key(lab: LabSpec, lang: str) -> str:
     """Fingerprint of everything besides the files that decides a grade."""
     h = hashlib.sha256()
     setup = {"labkit": __version__, "lab": lab.id, "files": lab.files, "modules": lab.modules,
-             "call_timeout": lab.call_timeout, "grade_timeout": lab.grade_timeout, "lang": lang}
+             "call_timeout": lab.call_timeout, "grade_timeout": lab.grade_timeout,
+             "share_worker": lab.share_worker, "lang": lang}
     h.update(json.dumps(setup, sort_keys=True).encode())
     graders = [lab.grader_dir.parent / "pytest.ini", *sorted(
         p for p in lab.grader_dir.rglob("*")

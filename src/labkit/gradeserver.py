@@ -43,6 +43,7 @@ def lab_to_json(lab: LabSpec) -> dict[str, Any]:
         "grade_timeout": lab.grade_timeout,
         "exercise_dir": str(lab.exercise_dir),
         "grader_dir": str(lab.grader_dir),
+        "share_worker": lab.share_worker,
     }
 
 
@@ -57,6 +58,7 @@ def lab_from_json(data: dict[str, Any]) -> LabSpec:
         grade_timeout=float(data["grade_timeout"]),
         exercise_dir=Path(data["exercise_dir"]),
         grader_dir=Path(data["grader_dir"]),
+        share_worker=bool(data["share_worker"]),
     )
 
 

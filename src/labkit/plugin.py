@@ -1,9 +1,9 @@
 """The pytest plugin of a trusted grading run.
 
-It gives grader tests their `student` fixture (a proxy to a fresh worker per check),
-records how each check ended, and turns pytest's outcomes into check statuses: a failed
-assertion or an exception the student's code raised is `fail`, a call that ran out of
-time is `timeout`, a worker that died or sent garbage is `error`.
+It gives grader tests their `student` fixture (a proxy to a worker), records how each
+check ended, and turns pytest's outcomes into check statuses: a failed assertion or an
+exception the student's code raised is `fail`, a call that ran out of time is
+`timeout`, a worker that died or sent garbage is `error`.
 """
 
 from __future__ import annotations
@@ -64,20 +64,44 @@ class GradingPlugin:
         self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
         self.outcomes: dict[str, Outcome] = {}
         self._sessions: dict[str, Session] = {}
+        self._shared: Session | None = None
         self._credits: dict[str, Credit] = {}
 
     # --- fixtures ---------------------------------------------------------------------
 
     @pytest.fixture
     def student(self, request: pytest.FixtureRequest) -> Any:
+        """The student's code, in a fresh worker for each check.
+
+        A lab that declares `share_worker` (its functions keep no state) lets a check
+        that passed hand its worker on to the next one, which saves starting a worker
+        per check. A check that did not pass never does: whatever its calls left
+        behind (a crash, a hang, a reply unread, a changed module) stays with it.
+        """
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise GradeTimeout("grade")
         self.sandbox.deadline = self.deadline
-        session = Session(self.sandbox, min(self.lab.call_timeout, left), self.broken)
-        self._sessions[request.node.nodeid] = session
+        nodeid = request.node.nodeid
+        session, self._shared = self._shared, None
+        if session is None:
+            session = Session(self.sandbox, min(self.lab.call_timeout, left), self.broken)
+        else:
+            session.next_check(min(self.lab.call_timeout, left))
+        self._sessions[nodeid] = session
         yield Student(session)
-        session.close()
+        outcome = self.outcomes.get(nodeid)
+        if (self.lab.share_worker and outcome is not None and outcome.status is Status.PASS
+                and session.worker is not None and session.ready):
+            self._shared = session
+        else:
+            session.close()
+
+    def release(self) -> None:
+        """Stop the worker a passing check left for the next one: the grading is over."""
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
 
     @pytest.fixture
     def credit(self, request: pytest.FixtureRequest) -> Credit:
@@ -93,6 +117,9 @@ class GradingPlugin:
 
     def pytest_configure(self, config: pytest.Config) -> None:
         config.addinivalue_line("markers", "labkit_check(id): the check a grader test is")
+
+    def pytest_sessionfinish(self) -> None:
+        self.release()
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:

@@ -1,7 +1,7 @@
 """The grader's view of the student's code: calls that travel to a worker as data.
 
 A grader writes `student.safe_mse(a, b)` as if the module were imported; the call is
-sent to a fresh worker for the current check, and what comes back is plain data. An
+sent to the worker of the current check, and what comes back is plain data. An
 exception the student's code raised comes back as a `StudentRaised` that is also an
 instance of the nearest built-in class, so `pytest.raises(ValueError)` reads naturally.
 """
@@ -100,7 +100,8 @@ def _encode(op: str, key: str, fields: dict[str, Any]) -> tuple[dict[str, Any], 
 
 
 class Session:
-    """The worker of one check, started on first use and stopped at the end.
+    """The worker of one check, started on first use and stopped at the end (or, in a
+    lab that shares workers, handed on to the next check: `next_check`).
 
     After a timeout or crash every later call in the same check fails the same way at
     once, so a property-based check does not wait out the limit once per example.
@@ -118,6 +119,17 @@ class Session:
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
         self.ahead: deque[Request] | None = None
+        self.since = (0, 0)  # where this check's output starts (`Worker.mark`)
+
+    @property
+    def ready(self) -> bool:
+        """Nothing failed and no reply is awaited: the next request can be sent."""
+        return self.failure is None and (self.worker is None or self.worker.idle)
+
+    def next_check(self, timeout: float) -> None:
+        """Serve another check with the same worker: its own time limit and output."""
+        assert self.worker is not None, "only a session with a worker is handed on"
+        self.timeout, self.ahead, self.since = timeout, None, self.worker.mark()
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         if self.failure is not None:
@@ -164,6 +176,7 @@ class Session:
         """Stop the worker and forget it: the next request starts a fresh one."""
         self.close()
         self.worker, self.failure, self.imported, self.ahead = None, None, set(), None
+        self.since = (0, 0)
 
     def _import(self, key: str) -> None:
         if key not in self.imported:
@@ -195,7 +208,7 @@ class Session:
             raise self.failure from None
 
     def output(self) -> str:
-        return self.worker.output() if self.worker else ""
+        return self.worker.output(self.since) if self.worker else ""
 
     def close(self) -> None:
         if self.worker is not None:

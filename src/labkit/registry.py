@@ -39,6 +39,7 @@ class LabSpec:
     grade_timeout: float
     exercise_dir: Path
     grader_dir: Path
+    share_worker: bool = False  # the checks of a grading share a worker (see `plugin`)
 
     def title_in(self, lang: str) -> str:
         return self.title.get(lang) or self.title["en"]
@@ -82,12 +83,20 @@ def parse_catalogue(text: str, root: Path) -> tuple[LabSpec, ...]:
                 grade_timeout=float(entry.get("grade_timeout", DEFAULT_GRADE_TIMEOUT)),
                 exercise_dir=root / "exercises" / lab_id,
                 grader_dir=root / "grader" / lab_id,
+                share_worker=_flag(entry, "share_worker"),
             )
         )
     ids = [lab.id for lab in labs]
     if len(set(ids)) != len(ids):
         raise ValueError(f"labs.toml repeats a lab id: {ids}")
     return tuple(labs)
+
+
+def _flag(entry: dict, name: str) -> bool:
+    value = entry.get(name, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"labs.toml: {entry.get('id')}.{name} must be true or false")
+    return value
 
 
 @cache

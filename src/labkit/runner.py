@@ -72,11 +72,21 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, o
     saved = os.environ.get("PYTEST_ADDOPTS")
     os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
     try:
-        pytest.main(pytest_args(lab), plugins=[plugin])
+        code = pytest.main(pytest_args(lab), plugins=[plugin])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
+    ensure_collected(lab, code, bool(plugin.order))
     return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
+
+
+def ensure_collected(lab: LabSpec, code: int, collected: bool) -> None:
+    """Graders that pytest could not collect are the kit's fault, never a grade: without
+    this, a broken grader file would give every submission 0 out of 0, passing."""
+    import pytest
+
+    if not collected or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise RuntimeError(f"{lab.id}: the graders could not be collected (pytest exit {code})")
 
 
 def pytest_args(lab: LabSpec) -> list[str]:

@@ -213,7 +213,8 @@ def excerpt(data: bytes, dropped: int, limit: int = OUTPUT_EXCERPT) -> str:
 
 
 class Worker:
-    """One forked worker, serving one check over a request and a reply pipe."""
+    """One forked worker, serving a check (or a lab's passing checks in a row, see
+    `GradingPlugin.student`) over a request and a reply pipe."""
 
     def __init__(self, sandbox: Sandbox, pid: int, wfd: int, rfd: int, capture: Capture,
                  generation: int = 0, sent: int = 0) -> None:
@@ -281,9 +282,22 @@ class Worker:
         self.stop()
         return WorkerCrashed(None, str(exc))
 
-    def output(self) -> str:
-        """A short excerpt of what the worker printed (never parsed for results)."""
-        return excerpt(*self.capture.snapshot())
+    @property
+    def idle(self) -> bool:
+        """Alive as far as the grader knows, with every request sent answered."""
+        return self.ended is None and self._answered == self._sent
+
+    def output(self, since: tuple[int, int] = (0, 0)) -> str:
+        """A short excerpt of what the worker printed after `since` (a `mark`); never
+        parsed for results."""
+        data, dropped = self.capture.snapshot()
+        kept, counted = since
+        return excerpt(data[kept:], dropped - counted)
+
+    def mark(self) -> tuple[int, int]:
+        """Where the output stands now: bytes kept and bytes dropped so far."""
+        data, dropped = self.capture.snapshot()
+        return len(data), dropped
 
     def stop(self) -> dict[str, Any]:
         """End the worker and its whole process tree (idempotent); report how it ended."""
@@ -617,7 +631,7 @@ class Sandbox:
         return self._bundle
 
     def spawn(self, module: str | None = None) -> Worker:
-        """Fork a fresh worker for one check.
+        """Fork a fresh worker (see `Worker` for what it serves).
 
         With `module`, the worker imports it as it starts, as if asked first thing:
         its reply is then read with `Worker.receive`.

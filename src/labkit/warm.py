@@ -122,14 +122,15 @@ class Replay:
         anything else ends the attempt (`Diverged`): the check runs again in turn, in a
         fresh worker, and this check is not sent ahead again. False: run it in turn.
         After a failing example the worker may run the calls still ahead; the grade is
-        the same, but what they print can appear in the check's output.
+        the same, but what they print can appear in the check's output. The check has
+        failed, so its worker serves no other check (see `GradingPlugin.student`).
         """
         student = funcargs.get("student")
         if not self.ahead or self.fixtures != ["student"] or not isinstance(student, Student):
             return False
         session: Session = student._session
         requests = self._rehearse(session)
-        if requests is None or session.worker is not None:
+        if requests is None or not session.ready:
             return False
         try:
             if not session.send_ahead(requests):  # too large: the same every grading
@@ -181,6 +182,7 @@ class BatchPlugin(GradingPlugin):
         self.sandbox, self.lang = sandbox, lang
         self.deadline = time.monotonic() + self.lab.grade_timeout
         self.broken, self.outcomes, self._sessions, self._credits = {}, {}, {}, {}
+        self._shared = None
         for owner, state in self._random_states:
             _set_random_state(owner, state)
 
@@ -231,9 +233,12 @@ class BatchPlugin(GradingPlugin):
         )
         with Sandbox(config, zygote=self.zygote) as sandbox:
             self.begin(sandbox, lang)
-            for index, item in enumerate(self.items):
-                following = self.items[index + 1] if index + 1 < len(self.items) else None
-                item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
+            try:
+                for index, item in enumerate(self.items):
+                    following = self.items[index + 1] if index + 1 < len(self.items) else None
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
+            finally:
+                self.release()
             outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
         self.sandbox = None  # type: ignore[assignment]
         return runner._assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
@@ -309,5 +314,4 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
-    if not plugin.items or code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        raise RuntimeError(f"{lab.id}: the graders could not be collected (pytest exit {code})")
+    runner.ensure_collected(lab, code, bool(plugin.items))

@@ -1,0 +1,188 @@
+"""`share_worker`: a check that passed hands its worker on to the next check.
+
+The student module keeps a count of calls, so each check can tell whether its worker
+is fresh. The same graders run in a lab that shares workers and in one that does not;
+cold (`grade_files`) and warm (`run_warm`, as `labkit batch` and the daemon grade)
+must agree.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from kit import REPO
+
+from labkit import proxy, registry, workspace
+from labkit.gradeserver import run_warm
+from labkit.results import Status
+from labkit.runner import grade_files
+
+STUDENT = """
+import os
+
+CALLS = []
+
+def record():
+    CALLS.append(1)
+    return len(CALLS)
+
+def spoil():
+    CALLS.extend([1] * 100)
+    return -1
+
+def square(x):
+    record()
+    return x * x + (x >= 3)
+
+def shout(word):
+    print(word)
+
+def die():
+    os._exit(3)
+"""
+
+GRADER = """
+from hypothesis import given, strategies as st
+from labkit.grading import PROPERTY, check
+
+@check("record.first")
+def test_first(student):
+    assert student.record() == 1
+
+@check("record.second")  # passes only in the worker record.first used
+def test_second(student):
+    assert student.record() == 2
+
+@check("spoil.fails")
+def test_spoil(student):
+    assert student.spoil() == 0
+
+@check("record.after_failure")
+def test_after_failure(student):
+    assert student.record() == 1
+
+@check("square.values")  # fails at x = 3 with calls still ahead (warm)
+@PROPERTY
+@given(x=st.integers(0, 40))
+def test_square(student, x):
+    assert student.square(x) == x * x
+
+@check("record.after_property")
+def test_after_property(student):
+    assert student.record() == 1
+
+@check("shout.first")
+def test_shout_first(student):
+    assert student.shout("alpha") is None
+
+@check("shout.second")
+def test_shout_second(student):
+    assert student.shout("beta") is None
+
+@check("die.crashes")
+def test_die(student):
+    student.die()
+
+@check("record.after_crash")
+def test_after_crash(student):
+    assert student.record() == 1
+"""
+
+IDS = ["record.first", "record.second", "spoil.fails", "record.after_failure",
+       "square.values", "record.after_property", "shout.first", "shout.second",
+       "die.crashes", "record.after_crash"]
+
+NOT_PASSING = {"spoil.fails": Status.FAIL, "square.values": Status.FAIL,
+               "die.crashes": Status.ERROR}
+
+
+@pytest.fixture(scope="module")
+def labs(tmp_path_factory):
+    """lab96 shares workers, lab97 does not; both have the graders above."""
+    root = tmp_path_factory.mktemp("kit")
+    entries = []
+    for lab_id, shared in (("lab96", "true"), ("lab97", "false")):
+        entries.append(f'[[lab]]\nid = "{lab_id}"\ntitle.en = "S"\ntitle.es = "S"\n'
+                       f'files = ["counter.py"]\nmodules = ["counter"]\ncall_timeout = 2.0\n'
+                       f'share_worker = {shared}\n')
+        (root / "exercises" / lab_id).mkdir(parents=True)
+        grader = root / "grader" / lab_id
+        grader.mkdir(parents=True)
+        (grader / f"test_{lab_id}.py").write_text(GRADER)  # distinct module names
+        checks = "format = 1\n" + "".join(
+            f'[checks."{check_id}"]\npoints = 1\ntitle = {{en = "t", es = "t"}}\n'
+            f'fail = {{en = "{check_id} failed", es = "f"}}\nhint = {{en = "h", es = "h"}}\n'
+            for check_id in IDS)
+        (grader / "checks.toml").write_text(checks)
+    shutil.copy(REPO / "grader" / "pytest.ini", root / "grader" / "pytest.ini")
+    (root / "labs.toml").write_text("format = 1\n" + "".join(entries))
+    return registry.get_lab("lab96", root), registry.get_lab("lab97", root)
+
+
+FILES = {"counter.py": STUDENT.encode()}
+
+
+def statuses(result):
+    return {c.id: c.status for c in result.checks}
+
+
+def test_a_passing_check_hands_its_worker_on_and_a_failing_one_does_not(labs):
+    shared, fresh = (grade_files(lab, FILES) for lab in labs)
+    assert statuses(shared) == {i: NOT_PASSING.get(i, Status.PASS) for i in IDS}
+    # Without sharing, the second check's worker has not seen the first call.
+    assert statuses(fresh) == {**statuses(shared), "record.second": Status.FAIL}
+
+
+def test_each_check_shows_only_what_it_printed(labs):
+    for lab in labs:
+        output = {c.id: c.output for c in grade_files(lab, FILES).checks}
+        assert "alpha" in output["shout.first"] and "beta" not in output["shout.first"]
+        assert "beta" in output["shout.second"] and "alpha" not in output["shout.second"]
+
+
+def test_warm_gradings_share_as_cold_ones_do(labs, tmp_path, monkeypatch):
+    """Twice in one warm process: the second grading starts with a fresh worker too.
+    The property check's calls go ahead to the worker handed on to it, and the replies
+    left unread when it fails do not reach the next check."""
+    lab = labs[0]
+    sent_ahead = []
+    send_ahead = proxy.Session.send_ahead
+
+    def spy(self, requests, *args):
+        sent_ahead.append(self.worker is not None)
+        return send_ahead(self, requests, *args)
+
+    monkeypatch.setattr(proxy.Session, "send_ahead", spy)
+    cold = grade_files(lab, FILES)
+    warm = []
+
+    def loop(grade):
+        for number in range(2):
+            work = tmp_path / f"w{number}"
+            workspace.materialize(FILES, work)
+            warm.append(grade(work, FILES, "en"))
+
+    run_warm(lab, loop)
+    assert sent_ahead == [True, True]  # one per warm grading, on a running worker
+    for result in warm:
+        assert [(c.id, c.status, c.message) for c in result.checks] == \
+            [(c.id, c.status, c.message) for c in cold.checks]
+
+
+def test_share_worker_must_be_a_boolean(tmp_path):
+    text = ('format = 1\n[[lab]]\nid = "lab95"\ntitle.en = "S"\nfiles = ["a.py"]\n'
+            'modules = ["a"]\nshare_worker = "yes"\n')
+    with pytest.raises(ValueError, match="share_worker must be true or false"):
+        registry.parse_catalogue(text, tmp_path)
+
+
+def test_graders_that_cannot_be_collected_are_an_error_not_a_grade(labs, tmp_path):
+    """A grader file that does not compile: pytest collects nothing, which must not
+    read as 0 out of 0, passing."""
+    root = labs[0].grader_dir.parent.parent
+    broken = tmp_path / "kit"
+    shutil.copytree(root, broken)
+    (broken / "grader" / "lab97" / "test_lab97.py").write_text("def test_x(:\n")
+    with pytest.raises(RuntimeError, match="lab97: the graders could not be collected"):
+        grade_files(registry.get_lab("lab97", broken), FILES)
