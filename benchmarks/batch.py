@@ -38,6 +38,8 @@ STUB = (REPO / "exercises" / "lab02" / "broadcasting.py").read_text()
 MUTANTS = tomllib.loads((REPO / "tests" / "mutants" / "lab02.toml").read_text())["mutant"]
 
 LAB02_CHECKS = len(tomllib.loads((REPO / "grader" / "lab02" / "checks.toml").read_text())["checks"])
+LAB02_SHARES = next(lab.get("share_worker", False) for lab in tomllib.loads(
+    (REPO / "labs.toml").read_text())["lab"] if lab["id"] == "lab02")
 TARGET_RATE = 25.0
 TARGET_LOOP_OVERHEAD = 0.2
 
@@ -251,7 +253,8 @@ def main() -> None:
         check_wall, check_cpu = sandbox_check_cost()
         print(f"one check's worker (spawn, import, one call, stop): {check_wall:.1f} ms wall, "
               f"{check_cpu:.1f} ms CPU on the trusted side; a lab02 grading has "
-              f"{LAB02_CHECKS} checks")
+              f"{LAB02_CHECKS} checks, " + ("and a check that passed hands its worker on "
+              "to the next (share_worker)" if LAB02_SHARES else "each with its own worker"))
         figures = {"n": two}
         if args.nbgrader_n and importlib.util.find_spec("nbgrader") is not None:
             # The same kinds of submission as notebooks (looping and hostile ones left
