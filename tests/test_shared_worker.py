@@ -35,8 +35,8 @@ def square(x):
     record()
     return x * x + (x >= 3)
 
-def shout(word):
-    print(word)
+def shout(word, times=1):
+    print(word * times)
 
 def die():
     os._exit(3)
@@ -72,6 +72,10 @@ def test_square(student, x):
 def test_after_property(student):
     assert student.record() == 1
 
+@check("shout.flood")  # more than a worker's output keeps
+def test_shout_flood(student):
+    assert student.shout("x", 50_000) is None
+
 @check("shout.first")
 def test_shout_first(student):
     assert student.shout("alpha") is None
@@ -90,7 +94,7 @@ def test_after_crash(student):
 """
 
 IDS = ["record.first", "record.second", "spoil.fails", "record.after_failure",
-       "square.values", "record.after_property", "shout.first", "shout.second",
+       "square.values", "record.after_property", "shout.flood", "shout.first", "shout.second",
        "die.crashes", "record.after_crash"]
 
 NOT_PASSING = {"spoil.fails": Status.FAIL, "square.values": Status.FAIL,
@@ -135,6 +139,7 @@ def test_a_passing_check_hands_its_worker_on_and_a_failing_one_does_not(labs):
 
 
 def test_each_check_shows_only_what_it_printed(labs):
+    """Even after a check that printed more than is kept, each shows its own excerpt."""
     for lab in labs:
         output = {c.id: c.output for c in grade_files(lab, FILES).checks}
         assert "alpha" in output["shout.first"] and "beta" not in output["shout.first"]

@@ -119,7 +119,6 @@ class Session:
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
         self.ahead: deque[Request] | None = None
-        self.since = (0, 0)  # where this check's output starts (`Worker.mark`)
 
     @property
     def ready(self) -> bool:
@@ -129,7 +128,8 @@ class Session:
     def next_check(self, timeout: float) -> None:
         """Serve another check with the same worker: its own time limit and output."""
         assert self.worker is not None, "only a session with a worker is handed on"
-        self.timeout, self.ahead, self.since = timeout, None, self.worker.mark()
+        self.timeout, self.ahead = timeout, None
+        self.worker.next_output()
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         if self.failure is not None:
@@ -176,7 +176,6 @@ class Session:
         """Stop the worker and forget it: the next request starts a fresh one."""
         self.close()
         self.worker, self.failure, self.imported, self.ahead = None, None, set(), None
-        self.since = (0, 0)
 
     def _import(self, key: str) -> None:
         if key not in self.imported:
@@ -208,7 +207,7 @@ class Session:
             raise self.failure from None
 
     def output(self) -> str:
-        return self.worker.output(self.since) if self.worker else ""
+        return self.worker.output() if self.worker else ""
 
     def close(self) -> None:
         if self.worker is not None:

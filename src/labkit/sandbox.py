@@ -122,6 +122,13 @@ class Capture:
         with self.lock:
             return bytes(self.kept), self.dropped
 
+    def restart(self) -> None:
+        """Forget what was read so far (after reading what is waiting): what comes next
+        is kept and counted afresh, e.g. for another check served by the same worker."""
+        self.pump(reads=64)
+        with self.lock:
+            self.kept, self.dropped = bytearray(), 0
+
     def finish(self) -> None:
         """Read what is left, then leave the pipe to the drain thread, which closes it
         when it next looks: at the latest when the worker's end closes, as it dies."""
@@ -287,17 +294,14 @@ class Worker:
         """Alive as far as the grader knows, with every request sent answered."""
         return self.ended is None and self._answered == self._sent
 
-    def output(self, since: tuple[int, int] = (0, 0)) -> str:
-        """A short excerpt of what the worker printed after `since` (a `mark`); never
-        parsed for results."""
-        data, dropped = self.capture.snapshot()
-        kept, counted = since
-        return excerpt(data[kept:], dropped - counted)
+    def output(self) -> str:
+        """A short excerpt of what the worker printed (since `next_output`); never parsed
+        for results."""
+        return excerpt(*self.capture.snapshot())
 
-    def mark(self) -> tuple[int, int]:
-        """Where the output stands now: bytes kept and bytes dropped so far."""
-        data, dropped = self.capture.snapshot()
-        return len(data), dropped
+    def next_output(self) -> None:
+        """Start the output afresh, with room for its own excerpt: another check begins."""
+        self.capture.restart()
 
     def stop(self) -> dict[str, Any]:
         """End the worker and its whole process tree (idempotent); report how it ended."""
