@@ -7,7 +7,8 @@ Two modes (see the threat model in the README):
   libraries, the Python runtime and the kit's own package; a size-limited private
   `/tmp` (where each worker's files live); no capability; an unprivileged uid.
 - `process`: no namespaces; the workers get resource limits and their whole process
-  tree is killed at the end of each check, but they run as the user who grades.
+  tree is killed when the grader is done with them, but they run as the user who
+  grades.
 
 `LABKIT_ISOLATION` (or `SandboxConfig.isolation` / `Zygote(isolation=...)`) picks one:
 `auto` (the default: bwrap when it works here, else process), `bwrap` or `process`.

@@ -1,11 +1,12 @@
 """Trusted side of the worker processes: start the zygote, fork workers, enforce time.
 
 The student's code only ever runs in processes started here. Each check gets a fresh
-worker forked from a zygote that has NumPy and the probes already imported; the worker
-runs in a new directory holding copies of only the lab's files. The grader talks to it
-through pipes, with a deadline on every call (and on the whole grading), drains what it
-prints into a bounded buffer, and has the zygote kill its whole process tree when the
-check ends or a deadline passes. The zygote runs inside bubblewrap when it is available
+worker (or, in a lab that shares workers, the one a passing check handed on) forked
+from a zygote that has NumPy and the probes already imported; the worker runs in a new
+directory holding copies of only the lab's files. The grader talks to it through pipes,
+with a deadline on every call (and on the whole grading), drains what it prints into a
+bounded buffer, and has the zygote kill its whole process tree when it is done with it
+or a deadline passes. The zygote runs inside bubblewrap when it is available
 (see `labkit.isolation`); closing the zygote kills everything it started.
 """
 

@@ -1,12 +1,12 @@
-"""The untrusted side: a zygote that forks one worker per check.
+"""The untrusted side: a zygote that forks the workers that run the student's code.
 
 Runs as `python -I -B -m labkit.worker CONTROL_FD --scratch DIR [--uid UID]
 [--remove-scratch 1]`, inside the sandbox when there is one (see `labkit.isolation`).
 The zygote imports NumPy and the lab's trusted probes once, never the student's code;
-for each check the grader sends it a pair of pipes, an output pipe and the job's files
+for each worker the grader sends it a pair of pipes, an output pipe and the job's files
 over a Unix socket, and it forks a worker that runs in a fresh directory holding only
 those files, imports the student's modules and answers calls with plain data (see
-`protocol`). Forking after the imports is what keeps a fresh worker per check cheap.
+`protocol`). Forking after the imports is what keeps a fresh worker cheap.
 
 The zygote is a child subreaper: whatever a worker starts, even a double-forked daemon
 in its own session, stays its descendant, and it is killed with the worker.
@@ -86,7 +86,8 @@ def _describe_exception(exc: BaseException) -> dict[str, Any]:
 
 
 class Worker:
-    """Serves one check: imports student modules on demand and runs requests.
+    """Serves a check (or a run of passing checks, see `plugin.GradingPlugin.student`):
+    imports student modules on demand and runs requests.
 
     `specs` are what the import system would find for the job's modules in the fresh
     folder, found by the zygote; they serve the first import only, before any of the
@@ -326,7 +327,7 @@ def _compile(source: bytes, path: str) -> types.CodeType | None:
 def _precompile(workdir: str, files: dict[str, bytes]) -> None:
     """Compile the job's Python files for the workers about to be forked.
 
-    Each check's worker would otherwise parse and compile the same modules again; what
+    Each worker would otherwise parse and compile the same modules again; what
     was compiled for the same path and source is kept, so a grading compiles once.
     """
     compiled = {}
