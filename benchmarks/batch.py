@@ -190,8 +190,8 @@ def sandbox_check_cost(rounds: int = 60) -> tuple[float, float]:
     """Wall ms of one check's worker life (spawn, import the module, one call, stop)
     through the public sandbox API, and the trusted side's CPU ms of it."""
     sys.path.insert(0, str(REPO / "src"))
-    from labkit.proxy import Session, Student
-    from labkit.sandbox import Sandbox, SandboxConfig, Zygote
+    from labkit.engine.proxy import Session, Student
+    from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote
 
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "broadcasting.py").write_text(SOLUTION)

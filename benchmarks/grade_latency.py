@@ -7,7 +7,7 @@ them all, which labkit's graders never do; so a second, stricter floor runs the 
 file with plugin autoloading off, and the verdicts use the stricter of the two. Each
 lab's figure is the median wall time of the whole `labkit grade LAB` process on the
 reference solution, twice: as a student gets it from their second grade on (a warm
-grading daemon answers, `labkit.daemon`; the verdict), and cold (`LABKIT_DAEMON=0`,
+grading daemon answers, `labkit.student.daemon`; the verdict), and cold (`LABKIT_DAEMON=0`,
 as the first grade after a reboot or a kit upgrade, and in CI). Runs alternate between
 the floors and the labs so that machine noise hits all alike; compare the ratios.
 
@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from labkit import daemon  # noqa: E402
-from labkit.registry import catalogue  # noqa: E402
+from labkit.course.catalogue import catalogue  # noqa: E402
+from labkit.student import daemon  # noqa: E402
 
 TARGETS = {"lab03": ("seconds", 20.0)}  # other labs: ratio to the floor
 RATIO_TARGET = 1.5
@@ -121,8 +121,8 @@ def isolation_cost(labkit: str, runs: int) -> None:
     """
     import os
 
-    from labkit.registry import get_lab
-    from labkit.runner import grade_files
+    from labkit.course.catalogue import get_lab
+    from labkit.engine.cold import grade_files
 
     modes = ("process", "bwrap")
     if shutil.which("bwrap") is None:

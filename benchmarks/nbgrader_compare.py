@@ -86,7 +86,7 @@ def main() -> None:
 
 def compare(n: int, jobs: int, keep: Path | None = None) -> dict[str, float]:
     """Grade `n` notebooks with both tools, print the figures and return them."""
-    from labkit.nbgrader_course import submission_notebook
+    from labkit.interop.nbgrader import submission_notebook
 
     work = Path(keep or tempfile.mkdtemp(prefix="labkit-bench-nbgrader-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 from kit import REPO
 
 from labkit import __version__
-from labkit.gradebook import Gradebook
-from labkit.registry import get_lab, lab_checks
+from labkit.classroom.gradebook import Gradebook
+from labkit.course.catalogue import get_lab, lab_checks
 from labkit.results import CheckResult, LabResult, Status, total
 
 LAB02 = get_lab("lab02")

@@ -6,10 +6,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit.registry import LabSpec, catalogue, get_lab
+from labkit.course.catalogue import LabSpec, catalogue, get_lab
+from labkit.engine.cold import grade_files
+from labkit.fileset import digest
 from labkit.results import LabResult
-from labkit.runner import grade_files
-from labkit.workspace import digest
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -82,7 +82,7 @@ def grade_variant(variant: Variant, lang: str = "en") -> LabResult:
 
 
 def daemon_pids(socket: Path | None = None) -> set[int]:
-    """Processes started as a grading daemon (`python -m labkit.daemon`), for `socket` only
+    """Processes started as a grading daemon (`python -m labkit.student.daemon`), for `socket` only
     if given, whether serving or about to exit."""
     found = set()
     for entry in Path("/proc").iterdir():
@@ -90,6 +90,6 @@ def daemon_pids(socket: Path | None = None) -> set[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"labkit.daemon" in argv and (socket is None or bytes(socket) in argv):
+        if b"labkit.student.daemon" in argv and (socket is None or bytes(socket) in argv):
             found.add(int(entry.name))
     return found

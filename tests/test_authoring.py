@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kit import REPO
 
-from labkit import authoring
-from labkit.authoring import MarkerError, clear_solutions
+from labkit.course import authoring
+from labkit.course.authoring import MarkerError, clear_solutions
 
 
 def test_exercises_are_what_the_build_makes():

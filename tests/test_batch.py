@@ -20,8 +20,9 @@ import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, folder, small_class
 from kit import solution_files, stub_files, variants
 
-from labkit import batch, gradebook, workspace
-from labkit.registry import catalogue, lab_checks
+from labkit import fileset
+from labkit.classroom import batch, gradebook
+from labkit.course.catalogue import catalogue, lab_checks
 from labkit.results import SCHEMA_FILE, LabResult, Status
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
@@ -106,7 +107,7 @@ def test_the_gradebook_holds_students_submissions_and_checks(graded):
                  "alice")
     assert len(alice) == 1
     digest, status, score, max_score, duration, graded_at, isolation, kind, source, retry = alice[0]
-    assert digest == workspace.digest({"broadcasting.py": SOLUTION.encode()})
+    assert digest == fileset.digest({"broadcasting.py": SOLUTION.encode()})
     assert (status, score, max_score, kind, source, retry) == ("pass", 14, 14, "folder", "alice", 0)
     assert duration > 0 and graded_at.endswith("Z") and isolation
     checks = rows(db, "SELECT c.check_id, c.status, c.points FROM check_results c"
@@ -265,7 +266,7 @@ OTHER_LABS = [lab for lab in catalogue() if lab.id != "lab02" and lab.grader_dir
 def test_batch_grades_every_lab_like_the_runner(tmp_path, lab):
     subs = tmp_path / "class"
     for name, files in (("solution", solution_files(lab)), ("stub", stub_files(lab))):
-        workspace.materialize(files, subs / name)
+        fileset.materialize(files, subs / name)
     results = current(batch.grade_many(lab, subs, tmp_path / "out", jobs=2).gradebook)
     assert results["solution"].score == results["solution"].max_score > 0, [
         (c.id, c.message) for c in results["solution"].failed]
@@ -318,7 +319,7 @@ def test_scratch_is_cleaned_even_when_left_by_a_killed_run(tmp_path):
 
 
 def _read(root: Path, name: str):
-    from labkit import submissions
+    from labkit.classroom import submissions
 
     entries, _ = submissions.discover(root)
     entry = next(e for e in entries if e.student == name)
@@ -330,7 +331,7 @@ def _read(root: Path, name: str):
 def test_zip_paths_that_leave_the_folder_are_refused(tmp_path, member):
     from batchkit import zipped
 
-    from labkit import submissions
+    from labkit.classroom import submissions
 
     zipped(tmp_path, "x", {"broadcasting.py": SOLUTION, member: "boom"})
     with pytest.raises(submissions.SubmissionError) as info:
@@ -344,7 +345,7 @@ def test_zip_reading_edge_cases(tmp_path):
 
     from batchkit import zipped
 
-    from labkit import submissions
+    from labkit.classroom import submissions
 
     zipped(tmp_path, "two", {"a/broadcasting.py": SOLUTION, "b/broadcasting.py": STUB})
     with pytest.raises(submissions.SubmissionError, match="ambiguous") as info:
@@ -368,7 +369,7 @@ def test_zip_reading_edge_cases(tmp_path):
 def test_two_entries_for_one_student_are_an_error(tmp_path):
     from batchkit import zipped
 
-    from labkit import submissions
+    from labkit.classroom import submissions
 
     folder(tmp_path, "alice", SOLUTION)
     zipped(tmp_path, "alice", {"broadcasting.py": SOLUTION})
@@ -382,7 +383,7 @@ def test_two_entries_for_one_student_are_an_error(tmp_path):
 
 
 def test_error_digest_follows_the_entry(tmp_path):
-    from labkit import submissions
+    from labkit.classroom import submissions
 
     (tmp_path / "dave.zip").write_bytes(b"not a zip")
     entry = submissions.Entry("dave", tmp_path, "dave.zip", "zip")
@@ -399,8 +400,8 @@ def test_replay_runs_the_recorded_examples_up_to_the_first_failure():
     from hypothesis import given
     from hypothesis import strategies as st
 
+    from labkit.engine.warm import Replay
     from labkit.grading import PROPERTY
-    from labkit.warm import Replay
 
     seen: list[int] = []
 
@@ -428,8 +429,8 @@ def test_replay_falls_back_to_hypothesis_when_the_body_needs_it():
     from hypothesis import assume, given
     from hypothesis import strategies as st
 
+    from labkit.engine.warm import Replay
     from labkit.grading import PROPERTY
-    from labkit.warm import Replay
 
     @PROPERTY
     @given(st.integers(0, 1000))
@@ -488,9 +489,10 @@ def test_calls_sent_ahead_give_the_grades_of_calls_made_in_turn(tmp_path, monkey
     """A warm grading sends a property check's calls ahead only when each example makes
     one call; a check that makes more runs again in turn in a fresh worker. Either way,
     the worker sees the calls in the order hypothesis would make them."""
-    from labkit import proxy, registry
-    from labkit.gradeserver import run_warm
-    from labkit.runner import grade_files
+    from labkit.course import catalogue as registry
+    from labkit.engine import proxy
+    from labkit.engine.cold import grade_files
+    from labkit.engine.warm import run_warm
 
     (tmp_path / "labs.toml").write_text('format = 1\n[[lab]]\nid = "lab98"\ntitle.en = "S"\n'
                                         'title.es = "S"\nfiles = ["steps.py"]\n'
@@ -512,7 +514,7 @@ def test_calls_sent_ahead_give_the_grades_of_calls_made_in_turn(tmp_path, monkey
     def loop(grade):
         for _ in range(2):  # the second grading knows `steps.in_turn` is not sent ahead
             work = tmp_path / f"w{len(warm)}"
-            workspace.materialize(files, work)
+            fileset.materialize(files, work)
             warm.append(grade(work, files, "en"))
 
     run_warm(lab, loop)

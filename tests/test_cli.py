@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from kit import REPO, daemon_pids
 
-from labkit import registry
 from labkit.cli import main
+from labkit.course import catalogue as registry
 from labkit.results import SCHEMA_FILE
 
 SCHEMA = json.loads(SCHEMA_FILE.read_text())
@@ -190,7 +190,7 @@ def test_unexpected_failures_are_one_line_unless_debugging(run, monkeypatch):
     def boom(*_args, **_kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("labkit.registry.catalogue", boom)
+    monkeypatch.setattr("labkit.course.catalogue.catalogue", boom)
     result = run("list")
     assert result.exit_code == 2
     assert "internal error: RuntimeError: disk on fire" in one_error_line(result)

@@ -14,10 +14,12 @@ import pytest
 from click.testing import CliRunner
 from kit import daemon_pids, solution_files, stub_files, variants
 
-from labkit import daemon, runner, workspace
+from labkit import fileset
 from labkit.cli import main
-from labkit.registry import get_lab
+from labkit.course.catalogue import get_lab
+from labkit.engine.cold import grade_files
 from labkit.results import LabResult
+from labkit.student import daemon, policy
 
 LAB = get_lab("lab02")
 READY_SECONDS = 120.0  # a daemon imports, collects and starts a zygote; CI machines are slow
@@ -57,7 +59,7 @@ def _wait_ready(lab=LAB) -> daemon.DaemonInfo:
 
 def _workspace(tmp_path: Path, name: str, files: dict[str, bytes]) -> Path:
     path = tmp_path / name
-    workspace.materialize(files, path)
+    fileset.materialize(files, path)
     return path
 
 
@@ -75,14 +77,14 @@ def test_later_grades_are_served_warm_and_agree_with_in_process(daemons, tmp_pat
                  "leaves_state_in_tmp", "rewrites_the_graders_and_the_kit"):
         cases[name] = hostile[name].files()
     cases["solution"] = solution_files(LAB)  # still full marks after all of the above
-    first = runner.grade(LAB, _workspace(tmp_path, "first", cases["solution"]), use_daemon=True)
+    first = policy.grade(LAB, _workspace(tmp_path, "first", cases["solution"]), use_daemon=True)
     assert first.score == first.max_score  # graded in-process, and a daemon started
     assert _wait_ready().graded == 0
     for number, (name, files) in enumerate(cases.items(), start=1):
         path = _workspace(tmp_path, name, files)
-        warm = runner.grade(LAB, path, "es", use_daemon=True)
+        warm = policy.grade(LAB, path, "es", use_daemon=True)
         assert _wait_ready().graded == number, f"{name} was not graded by the daemon"
-        _same_grade(warm, runner.grade_files(LAB, files, "es"))
+        _same_grade(warm, grade_files(LAB, files, "es"))
     assert warm.score == warm.max_score
     assert len(daemon.running()) == 1
 
@@ -91,8 +93,8 @@ def test_a_wrong_answer_is_never_used(daemons, tmp_path):
     """Garbage, another lab's or another submission's result: the client grades itself."""
     path = daemon.socket_path(LAB)
     files = solution_files(LAB)
-    honest = runner.grade_files(LAB, stub_files(LAB))
-    other = runner.grade_files(LAB, files)
+    honest = grade_files(LAB, stub_files(LAB))
+    other = grade_files(LAB, files)
     replies = [b"not json", b"[]", json.dumps({"error": "boom"}).encode(),
                json.dumps({"result": {**honest.to_dict(), "score": 99}}).encode(),
                json.dumps({"result": honest.to_dict()}).encode(),  # not these files
@@ -159,7 +161,7 @@ def test_an_unsafe_runtime_folder_is_not_used(daemons, tmp_path):
     daemons.mkdir(mode=0o700)
     daemons.chmod(0o777)
     assert daemon.runtime_dir() is None and daemon.socket_path(LAB) is None
-    result = runner.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
+    result = policy.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
     assert result.score == result.max_score
     assert list(daemons.iterdir()) == []  # no daemon started, nothing written
 
@@ -169,7 +171,7 @@ def test_a_daemon_that_cannot_start_costs_nothing(daemons, tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(daemon.subprocess, "run", broken)
-    result = runner.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
+    result = policy.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
     assert result.score == result.max_score and daemon.start(LAB) is False
 
 
@@ -191,7 +193,7 @@ def test_a_bad_idle_setting_falls_back_to_the_default(value, monkeypatch):
 
 def test_off_means_no_daemon(daemons, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_DAEMON", "0")
-    runner.grade(LAB, _workspace(tmp_path, "ws", stub_files(LAB)), use_daemon=True)
+    policy.grade(LAB, _workspace(tmp_path, "ws", stub_files(LAB)), use_daemon=True)
     monkeypatch.delenv("LABKIT_DAEMON")
     monkeypatch.setenv("CI", "true")
     assert not daemon.enabled()

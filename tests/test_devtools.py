@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from kit import REPO, grade_cached
 
-from labkit import devtools
 from labkit.cli import main
-from labkit.registry import parse_catalogue
+from labkit.course import kitcheck as devtools
+from labkit.course.catalogue import parse_catalogue
 from labkit.results import CheckResult, LabResult, Status
 
 

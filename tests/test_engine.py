@@ -13,9 +13,9 @@ import time
 import pytest
 from kit import REPO
 
-from labkit import registry
+from labkit.course import catalogue as registry
+from labkit.engine.cold import grade_files
 from labkit.results import Status
-from labkit.runner import grade_files
 
 CATALOGUE = """
 format = 1

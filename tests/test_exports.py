@@ -12,8 +12,9 @@ import jsonschema
 import pytest
 from batchkit import LAB02, SOLUTION, made_up, made_up_gradebook
 
-from labkit import exports
-from labkit.registry import lab_checks
+from labkit.classroom import exports
+from labkit.course.catalogue import lab_checks
+from labkit.interop import gradescope
 from labkit.results import SCHEMA_FILE
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
@@ -60,7 +61,7 @@ def test_jsonl_lines_carry_valid_result_documents(out):
 
 
 def test_gradescope_files_have_the_autograder_shape(out):
-    dest, count = exports.export(out, "gradescope")
+    dest, count = gradescope.export(out)
     files = sorted(dest.glob("*/results.json"))
     assert [f.parent.name for f in files] == ["ana", "ben", "cruz", "dora", "eli"]
     ben = json.loads((dest / "ben" / "results.json").read_text())
@@ -84,7 +85,7 @@ def test_gradescope_output_includes_what_the_code_printed():
     result = made_up({CHECKS[0]: "fail"}, lang="es")
     checks = list(result.checks)
     checks[0] = dataclasses.replace(checks[0], output="hola\n")
-    document = exports.gradescope(dataclasses.replace(result, checks=tuple(checks)))
+    document = gradescope.document(dataclasses.replace(result, checks=tuple(checks)))
     assert "Tu código imprimió" in document["tests"][0]["output"]
     assert "hola" in document["tests"][0]["output"]
 

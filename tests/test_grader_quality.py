@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 from kit import Variant, grade_cached, grade_variant, solution_files, stub_files, variants
 
-from labkit.registry import catalogue, lab_checks
+from labkit.course.catalogue import catalogue, lab_checks
+from labkit.engine.cold import grade_files
 from labkit.results import SCHEMA_FILE, LabResult, Status
-from labkit.runner import grade_files
 
 LABS = [lab for lab in catalogue() if lab.grader_dir.is_dir()]
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
@@ -64,7 +64,7 @@ def test_each_lab_has_at_least_ten_mutants(lab):
 
 def test_numpy_integers_count_as_ints_in_lab02():
     """LABS.md lets numbers come back as NumPy scalars: strides of np.int64 are fine."""
-    from labkit.registry import get_lab
+    from labkit.course.catalogue import get_lab
 
     lab = get_lab("lab02")
     source = solution_files(lab)["broadcasting.py"].decode()

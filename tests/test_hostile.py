@@ -27,12 +27,15 @@ import jsonschema
 import pytest
 from kit import REPO, Variant, solution_files, variants
 
-from labkit import batch, i18n, runner
-from labkit.gradebook import Gradebook
-from labkit.registry import get_lab
+from labkit import i18n
+from labkit.classroom import batch
+from labkit.classroom.gradebook import Gradebook
+from labkit.course.catalogue import get_lab
+from labkit.engine import cold as runner
+from labkit.fileset import materialize
 from labkit.results import SCHEMA_FILE, LabResult, Status
-from labkit.sandbox import OUTPUT_EXCERPT, marked_processes
-from labkit.workspace import MAX_FILE_BYTES, WorkspaceError, materialize
+from labkit.sandbox.host import OUTPUT_EXCERPT, marked_processes
+from labkit.student.workspace import MAX_FILE_BYTES, WorkspaceError
 
 HOSTILE = variants("hostile")
 HAVE_BWRAP = shutil.which("bwrap") is not None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from labkit import i18n
-from labkit.registry import catalogue, lab_checks
+from labkit.course.catalogue import catalogue, lab_checks
 
 MESSAGES = tomllib.loads((Path(i18n.__file__).with_name("messages.toml")).read_text())
 LABS = [lab for lab in catalogue() if (lab.grader_dir / "checks.toml").is_file()]

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from labkit import nbgrader_course, runner
 from labkit.cli import main
-from labkit.registry import catalogue, lab_checks
+from labkit.course.catalogue import catalogue, lab_checks
+from labkit.interop import nbgrader as nbgrader_course
+from labkit.student import policy
 
 pytestmark = pytest.mark.slow
 
@@ -96,7 +97,7 @@ def test_labkit_grades_the_source_full_and_the_release_zero(course, lab, tmp_pat
         work = tmp_path / where
         work.mkdir()
         shutil.copyfile(course / where / lab.id / f"{lab.id}.ipynb", work / f"{lab.id}.ipynb")
-        result = runner.grade(lab, work)
+        result = policy.grade(lab, work)
         assert result.score == (result.max_score if full else 0), (where, result.failed)
 
 
@@ -125,13 +126,13 @@ def test_autograde_solution_full_release_zero(course):
 
 
 def test_push_labkit_grades_into_the_nbgrader_gradebook(course, tmp_path):
-    from labkit.gradebook import Gradebook
+    from labkit.classroom.gradebook import Gradebook
 
     lab = next(lab for lab in LABS if lab.id == AUTOGRADED)
     work = tmp_path / "carol"
     work.mkdir()
     shutil.copyfile(course / "source" / lab.id / f"{lab.id}.ipynb", work / f"{lab.id}.ipynb")
-    full = runner.grade(lab, work)
+    full = policy.grade(lab, work)
     pushed = nbgrader_course.push_results(course / "gradebook.db",
                                           [("carol", full), ("dave", full)])
     assert pushed.rows == (("carol", lab.id, full.score, full.max_score),
@@ -153,7 +154,7 @@ def test_push_labkit_grades_into_the_nbgrader_gradebook(course, tmp_path):
 
     # through labkit's own gradebook (what `labkit batch` fills) and the CLI: a regrade
     shutil.copyfile(course / "release" / lab.id / f"{lab.id}.ipynb", work / f"{lab.id}.ipynb")
-    zero = runner.grade(lab, work)
+    zero = policy.grade(lab, work)
     out_dir = tmp_path / "labkit-out"  # as `labkit batch` leaves it
     with Gradebook(out_dir / "gradebook.sqlite") as labkit_book:
         labkit_book.record(run_id=None, student="carol", source=str(work), kind="folder",

@@ -9,11 +9,13 @@ import pytest
 from click.testing import CliRunner
 from kit import REPO
 
-from labkit import nbgrader_course, notebook
 from labkit.cli import main
-from labkit.notebook import Dropped, NotebookError, convert
-from labkit.registry import get_lab
+from labkit.course.catalogue import get_lab
+from labkit.interop import nbcell
+from labkit.interop import nbgrader as nbgrader_course
 from labkit.results import CheckResult, LabResult, Status
+from labkit.student import notebookfiles as notebook
+from labkit.student.notebookfiles import Dropped, NotebookError, convert
 
 
 def code(source, **nbgrader) -> dict:
@@ -148,10 +150,10 @@ def test_a_test_cell_grades_the_saved_notebook_once(tmp_path, lab02_notebook, mo
     path = tmp_path / "lab02.ipynb"
     path.write_text(json.dumps(lab02_notebook))
     monkeypatch.chdir(tmp_path)
-    assert notebook.check("lab02", "safe_mse.aligned_pairs") is None  # full points
+    assert nbcell.check("lab02", "safe_mse.aligned_pairs") is None  # full points
     calls = []
-    monkeypatch.setattr(notebook.subprocess, "run", lambda *a, **k: calls.append(a))
-    assert notebook.check("lab02", "sliding_windows.values") is None
+    monkeypatch.setattr(nbcell.subprocess, "run", lambda *a, **k: calls.append(a))
+    assert nbcell.check("lab02", "sliding_windows.values") is None
     assert calls == []  # the second test cell reused the grading
     stub = json.loads(json.dumps(lab02_notebook))
     for cell in stub["cells"]:
@@ -159,31 +161,31 @@ def test_a_test_cell_grades_the_saved_notebook_once(tmp_path, lab02_notebook, mo
             cell["source"] = cell["source"].split('"""')[0] + "raise NotImplementedError()"
     path.write_text(json.dumps(stub))
     monkeypatch.undo()
-    with pytest.raises(notebook.CheckFailed, match="safe_mse.aligned_pairs: fail"):
-        notebook.check("lab02", "safe_mse.aligned_pairs", notebook=path)
-    with pytest.raises(notebook.CheckFailed, match="has no check"):
-        notebook.check("lab02", "no.such_check", notebook=path)
+    with pytest.raises(nbcell.CheckFailed, match="safe_mse.aligned_pairs: fail"):
+        nbcell.check("lab02", "safe_mse.aligned_pairs", notebook=path)
+    with pytest.raises(nbcell.CheckFailed, match="has no check"):
+        nbcell.check("lab02", "no.such_check", notebook=path)
 
 
 def test_partial_credit_is_the_cell_value(tmp_path, monkeypatch):
     partial = LabResult("lab02", Status.FAIL, 0.5, 2.0, 0.1, "0", "sha256:0", "en", "process",
                         (CheckResult("f.x", "t", Status.FAIL, 0.5, 2.0, "half right"),))
-    monkeypatch.setattr(notebook, "grade_notebook", lambda *a, **k: partial)
-    assert notebook.check("lab02", "f.x", notebook=tmp_path / "any.ipynb") == 0.5
+    monkeypatch.setattr(nbcell, "grade_notebook", lambda *a, **k: partial)
+    assert nbcell.check("lab02", "f.x", notebook=tmp_path / "any.ipynb") == 0.5
 
 
 def test_find_notebook(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     with pytest.raises(FileNotFoundError):
-        notebook.find_notebook("lab02")
+        nbcell.find_notebook("lab02")
     elsewhere = tmp_path / "work" / "mine.ipynb"
     elsewhere.parent.mkdir()
     elsewhere.write_text("{}")
     monkeypatch.setenv("JPY_SESSION_NAME", str(elsewhere))
-    assert notebook.find_notebook("lab02") == elsewhere
+    assert nbcell.find_notebook("lab02") == elsewhere
     (tmp_path / "lab02.ipynb").write_text("{}")
-    assert notebook.find_notebook("lab02") == tmp_path / "lab02.ipynb"
+    assert nbcell.find_notebook("lab02") == tmp_path / "lab02.ipynb"
 
 
 MODULE = '''"""Doc."""

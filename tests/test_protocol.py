@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from labkit import protocol
-from labkit.protocol import Opaque, ProtocolError
+from labkit.sandbox import protocol
+from labkit.sandbox.protocol import Opaque, ProtocolError
 
 
 def roundtrip(value):

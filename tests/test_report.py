@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from batchkit import LAB02, made_up, made_up_gradebook
 
-from labkit import __version__, report
-from labkit.gradebook import Gradebook, GradebookError
-from labkit.registry import lab_checks
+from labkit import __version__
+from labkit.classroom import report
+from labkit.classroom.gradebook import Gradebook, GradebookError
+from labkit.course.catalogue import lab_checks
 
 CHECKS = [c.id for c in lab_checks(LAB02).checks]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from kit import REPO
 
 import labkit
-from labkit import isolation, protocol
 from labkit.cli import main
-from labkit.sandbox import (
+from labkit.sandbox import isolation, protocol
+from labkit.sandbox.host import (
     DEFAULT_LIMITS,
     OUTPUT_EXCERPT,
     OUTPUT_KEEP,
@@ -418,7 +418,7 @@ def test_the_kits_bytecode_is_written_for_a_read_only_runtime():
 
     isolation.precompile()
     package = Path(labkit.__file__).parent
-    for name in ("worker.py", "protocol.py", "__init__.py"):
+    for name in ("sandbox/child/worker.py", "sandbox/protocol.py", "__init__.py"):
         source = package / name
         cached = Path(importlib.util.cache_from_source(str(source)))
         if not os.access(package, os.W_OK):
@@ -459,7 +459,7 @@ def test_a_runtime_under_tmp_is_bound_over_the_private_tmp(monkeypatch):
 def test_the_sweep_keeps_what_the_scratch_held_before_any_worker(tmp_path, monkeypatch):
     """With bwrap, a runtime bound under /tmp sits in the sweep's folder: walking it on
     every check cost seconds per grading, and it is read-only anyway."""
-    from labkit import worker
+    from labkit.sandbox.child import worker
 
     (tmp_path / "venv" / "lib").mkdir(parents=True)
     monkeypatch.setattr(worker, "_PRESERVED", {"venv"})

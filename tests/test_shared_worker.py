@@ -13,10 +13,12 @@ import shutil
 import pytest
 from kit import REPO
 
-from labkit import proxy, registry, workspace
-from labkit.gradeserver import run_warm
+from labkit import fileset
+from labkit.course import catalogue as registry
+from labkit.engine import proxy
+from labkit.engine.cold import grade_files
+from labkit.engine.warm import run_warm
 from labkit.results import Status
-from labkit.runner import grade_files
 
 STUDENT = """
 import os
@@ -165,7 +167,7 @@ def test_warm_gradings_share_as_cold_ones_do(labs, tmp_path, monkeypatch):
     def loop(grade):
         for number in range(2):
             work = tmp_path / f"w{number}"
-            workspace.materialize(FILES, work)
+            fileset.materialize(FILES, work)
             warm.append(grade(work, FILES, "en"))
 
     run_warm(lab, loop)

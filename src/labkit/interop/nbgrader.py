@@ -11,7 +11,7 @@ The exported course (`export_course`) is what `nbgrader generate_assignment` exp
   are plain, editable cells. A module-level region with a `### BEGIN STUB` block keeps
   the stub's lines in front of the region, so the released notebook starts from the
   stub's values. In a lab of several files each file's first cell starts with
-  `# file: PATH` (see `labkit.notebook`);
+  `# file: PATH` (see `labkit.student.notebookfiles`);
 - one autograded test cell per check (locked, `points` from `checks.toml`), placed after
   the cell defining the function the check is named after. It calls
   `labkit.notebook.check(LAB, CHECK)`: the saved notebook is graded once by `labkit grade`
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from labkit import i18n
-from labkit.authoring import BEGIN, BEGIN_STUB, END, END_STUB, _uncomment
+from labkit.course.authoring import BEGIN, BEGIN_STUB, END, END_STUB, _uncomment
+from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.fsutil import write_atomic
-from labkit.notebook import FILE_MARKER, TEST_MARKER, is_test_cell
-from labkit.registry import LabSpec, lab_checks
 from labkit.results import LabResult
+from labkit.student.notebookfiles import FILE_MARKER, TEST_MARKER, is_test_cell
 
 DEFAULT_COURSE_ID = "labkit"
 CONFIG_MARKER = "# Written by `labkit nbgrader export`"
@@ -414,7 +414,7 @@ def push_gradebook(out: Path, db: str | Path, labs: Iterable[str] = (),
     gradebook `db`: all labs it holds, or only `labs`. `out` is a `labkit batch` output
     folder or its gradebook file. (`labkit batch --nbgrader-db` and `labkit export
     --format nbgrader` can call this with their OUT.)"""
-    from labkit.gradebook import Gradebook, locate
+    from labkit.classroom.gradebook import Gradebook, locate
 
     with Gradebook(locate(out)[0], create=False) as source:
         wanted = list(labs) or source.labs()

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from labkit.classroom.gradebook import CheckStat, Gradebook
 from labkit.fsutil import write_atomic
-from labkit.gradebook import CheckStat, Gradebook
 
 MAX_BINS = 20
 
@@ -87,7 +87,7 @@ def from_gradebook(out: Path, lab: str | None = None, strict: bool = True) -> Cl
 
     `strict=False` reports on `lab` even when the gradebook has no gradings of it yet.
     """
-    from labkit.exports import open_gradebook, pick_lab
+    from labkit.classroom.exports import open_gradebook, pick_lab
 
     with open_gradebook(out) as book:
         return build(book, pick_lab(book, lab) if strict or lab is None else lab)

@@ -19,15 +19,13 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from labkit import i18n, registry
+from labkit.classroom.gradebook import Gradebook, GradebookError, locate
+from labkit.course import catalogue as registry
 from labkit.fsutil import write_atomic
-from labkit.gradebook import Gradebook, GradebookError, locate
-from labkit.results import LabResult, Status
 
-FORMATS = ("csv", "jsonl", "gradescope")
-DEFAULT_NAMES = {"csv": "grades.csv", "jsonl": "results.jsonl", "gradescope": "gradescope"}
+FORMATS = ("csv", "jsonl")  # gradescope: `labkit.interop.gradescope`
+DEFAULT_NAMES = {"csv": "grades.csv", "jsonl": "results.jsonl"}
 
 
 class ExportError(Exception):
@@ -89,35 +87,6 @@ def jsonl_lines(book: Gradebook, lab: str) -> Iterator[str]:
                          ensure_ascii=False)
 
 
-def gradescope(result: LabResult) -> dict[str, Any]:
-    """One grading in Gradescope's autograder `results.json` format."""
-    lang = result.lang
-    tests = []
-    for check in result.checks:
-        output = check.message
-        if check.output.strip():
-            output = f"{output}\n\n{i18n.t('output_excerpt', lang)}\n{check.output}".strip()
-        tests.append({
-            "name": f"{check.id}: {check.title}",
-            "score": check.points,
-            "max_score": check.max_points,
-            "status": "passed" if check.status is Status.PASS else "failed",
-            "output": output,
-            "visibility": "visible",
-        })
-    passed = sum(c.status is Status.PASS for c in result.checks)
-    summary = i18n.t("total", lang, score=result.score, max_score=result.max_score,
-                     passed=passed, count=len(result.checks), duration=result.duration_s)
-    return {
-        "score": result.score,
-        "execution_time": round(result.duration_s, 3),
-        "output": "\n".join(filter(None, (result.message, summary))),
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-    }
-
-
 def export(out: Path, fmt: str, dest: Path | None = None,
            lab: str | None = None) -> tuple[Path, int]:
     """Write one export of the gradebook under `out`; returns (where, how many students)."""
@@ -129,13 +98,8 @@ def export(out: Path, fmt: str, dest: Path | None = None,
         count = book.count(lab_id)
         if fmt == "csv":
             write_atomic(dest, csv_text(book, lab_id))
-        elif fmt == "jsonl":
-            write_atomic(dest, "".join(line + "\n" for line in jsonl_lines(book, lab_id)))
         else:
-            for stored in book.current(lab_id):
-                document = gradescope(LabResult.from_dict(stored.result))
-                write_atomic(dest / stored.student / "results.json",
-                             json.dumps(document, ensure_ascii=False, indent=2))
+            write_atomic(dest, "".join(line + "\n" for line in jsonl_lines(book, lab_id)))
     return dest, count
 
 

@@ -7,7 +7,7 @@ text without running a grading.
 from __future__ import annotations
 
 from labkit import i18n
-from labkit.registry import LabChecks
+from labkit.course.catalogue import LabChecks
 from labkit.results import LabResult, Status
 
 MAX_MESSAGE = 100

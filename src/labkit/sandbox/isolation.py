@@ -137,7 +137,8 @@ def precompile() -> None:
     import labkit
 
     package = Path(labkit.__file__).resolve().parent
-    for source in package.glob("*.py"):
+    # What a sandboxed process imports of the kit: the package, the sandbox and its child.
+    for source in [package / "__init__.py", *(package / "sandbox").rglob("*.py")]:
         try:
             compileall.compile_file(str(source), quiet=2)
         except OSError:
@@ -163,7 +164,7 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
     if as_root:
         # The caller writes the uid map (0 and 65534 to themselves, see `launch`); the
         # zygote forbids nested user namespaces, then drops to 65534 with these
-        # capabilities and loses all of them (`labkit.worker._drop_privileges`).
+        # capabilities and loses all of them (`labkit.sandbox.child.worker._drop_privileges`).
         args += ["--userns-block-fd", str(block_fd), "--info-fd", str(info_fd)]
         for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_RESOURCE"):
             args += ["--cap-add", cap]
@@ -272,40 +273,3 @@ def _read_info(fd: int, process: subprocess.Popen) -> int:
             process.wait()
             raise IsolationError(f"bwrap stopped before starting (exit {process.returncode})")
         data += chunk
-
-
-def report(value: str | None = None) -> list[tuple[str, str]]:
-    """What `labkit doctor` prints: the runtime, the isolation and why, the limits.
-
-    It starts a real sandbox (and stops it), so the mode shown is the one that works.
-    """
-    from labkit import __version__
-    from labkit.sandbox import DEFAULT_LIMITS, WorkerFailure, Zygote
-
-    lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
-             ("labkit", __version__),
-             ("requested", f"{requested(value)} ({ENV_VAR}="
-                           f"{os.environ.get(ENV_VAR) or 'unset'})")]
-    try:
-        zygote = Zygote(value)
-    except IsolationError as exc:
-        return [*lines, ("isolation", f"unavailable: {exc}")]
-    started = time.perf_counter()
-    try:
-        zygote.start()
-        zygote.ask({"op": "ping"})
-        status = f"a sandbox started and answered in {time.perf_counter() - started:.2f} s"
-    except WorkerFailure as exc:
-        status = f"the sandbox did not start: {exc}"
-    finally:
-        zygote.close()
-    lines += [("isolation", zygote.isolation), ("why", zygote.choice.reason), ("check", status)]
-    limits = dict(DEFAULT_LIMITS)
-    if zygote.isolation == "bwrap":
-        limits["RLIMIT_NPROC"] = SANDBOX_NPROC
-        sized = "--size" in bwrap_options(zygote.choice.bwrap or "bwrap")
-        tmp = f"of {TMP_BYTES // 1024**2} MiB" if sized else "(no size limit: old bwrap)"
-        lines.append(("sandbox", f"uid {SANDBOX_UID}, no network, no capability, read-only "
-                                 f"{', '.join(runtime_paths())}, private /tmp {tmp}"))
-    lines.append(("limits", ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
-    return lines

@@ -7,7 +7,6 @@ last grade, for `labkit hint` and `labkit list`) lives in `.labkit/state.json`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labkit.course.catalogue import LabSpec
 from labkit.fsutil import write_atomic
-from labkit.registry import LabSpec
 from labkit.results import LabResult
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -91,7 +90,7 @@ def collect_submission(lab: LabSpec, path: Path, lang: str = "en") -> Submission
     """The lab's files from a workspace: its `.py` files, or else its `LAB.ipynb`.
 
     A workspace that lacks a lab file but holds the lab's notebook is graded from the
-    notebook (see `labkit.notebook`); the note says what was left out of it.
+    notebook (see `labkit.student.notebookfiles`); the note says what was left out of it.
     """
     if not path.is_dir():
         raise WorkspaceError("no_workspace", lab=lab.id, path=str(path))
@@ -161,7 +160,8 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
 
 
 def _collect_notebook(lab: LabSpec, target: Path, lang: str) -> Submission:
-    from labkit import i18n, notebook
+    from labkit import i18n
+    from labkit.student import notebookfiles as notebook
 
     data = read_plain_file(target.parent, target.name, NOTEBOOK_MAX_BYTES)
     try:
@@ -181,22 +181,6 @@ def _collect_notebook(lab: LabSpec, target: Path, lang: str) -> Submission:
         notes.append(i18n.t("notebook_empty", lang, notebook=target.name,
                             files=", ".join(converted.empty)))
     return Submission(converted.files, " ".join(notes))
-
-
-def digest(files: dict[str, bytes]) -> str:
-    """A content hash of the graded files (names included), stable across machines."""
-    h = hashlib.sha256()
-    for rel in sorted(files):
-        h.update(rel.encode() + b"\0" + len(files[rel]).to_bytes(8, "big") + files[rel])
-    return "sha256:" + h.hexdigest()
-
-
-def materialize(files: dict[str, bytes], dest: Path) -> None:
-    """Write the collected files into a fresh directory (the graded copy)."""
-    for rel, data in files.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
 
 
 def read_state(path: Path) -> dict[str, Any] | None:

@@ -1,9 +1,9 @@
 """Grade a whole class: `grade_many(lab, submissions_dir, out)` (the CLI's `labkit batch`).
 
 The parent process stays small: it never imports pytest or NumPy. It walks the
-submissions folder one entry at a time, reads each entry safely (`labkit.submissions`),
+submissions folder one entry at a time, reads each entry safely (`labkit.classroom.submissions`),
 skips the ones the gradebook already has with the same files and grading setup, and
-hands the rest to N long-lived grading processes (`labkit.gradeserver`): each keeps the
+hands the rest to N long-lived grading processes (`labkit.classroom.gradeserver`): each keeps the
 trusted side warm (pytest, NumPy, hypothesis imported; graders collected; one zygote
 forking the workers that run student code). Requests and results travel as JSON lines
 over pipes. Every result is written to the gradebook in its own transaction as soon as
@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import __version__, gradeserver, i18n, isolation, submissions, workspace
-from labkit.gradebook import FILE_NAME, Gradebook
-from labkit.registry import LabSpec, lab_checks
+from labkit import __version__, fileset, i18n
+from labkit.classroom import submissions
+from labkit.classroom.gradebook import FILE_NAME, Gradebook
+from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.results import LabResult, Status
+from labkit.sandbox import isolation
 
 DEFAULT_OUT = Path("labkit-out")
 GRADEBOOK_NAME = FILE_NAME
@@ -184,7 +186,7 @@ def grade_many(
                     else:
                         task.workdir = scratch / f"s{task.serial}" / "work"
                         task.workdir.mkdir(parents=True)
-                        workspace.materialize(files, task.workdir)
+                        fileset.materialize(files, task.workdir)
                         pool.submit(task)
                 if exhausted and pool.load == 0:
                     break
@@ -263,7 +265,7 @@ def _exclusive(out: Path) -> Iterator[None]:
 
 
 class _Grader:
-    """One `labkit.gradeserver` process and the submission it is grading, if any."""
+    """One `labkit.classroom.gradeserver` process and the submission it is grading, if any."""
 
     def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path) -> None:
         self.index = index
@@ -277,7 +279,7 @@ class _Grader:
         env.pop("PYTEST_ADDOPTS", None)
         with open(self.log, "wb") as log:  # this run's log replaces the last one's
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "labkit.gradeserver", str(req_r), str(rep_w)],
+                [sys.executable, "-m", "labkit.classroom.gradeserver", str(req_r), str(rep_w)],
                 pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 env=env, cwd=str(tmp),
             )
@@ -290,7 +292,7 @@ class _Grader:
         self.ready = False
         self.task: _Task | None = None
         self.deadline = time.monotonic() + STARTUP_LIMIT
-        self.send({"op": "init", "lab": gradeserver.lab_to_json(lab)})
+        self.send({"op": "init", "lab": lab.to_dict()})
 
     def send(self, message: dict[str, Any]) -> None:
         self.requests.write(json.dumps(message).encode() + b"\n")

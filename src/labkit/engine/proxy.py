@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from labkit import protocol
-from labkit.sandbox import Sandbox, Worker, WorkerCrashed, WorkerFailure
+from labkit.sandbox import protocol
+from labkit.sandbox.host import Sandbox, Worker, WorkerCrashed, WorkerFailure
 
 
 class StudentRaised(Exception):

@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 CATALOGUE_FORMAT = 1
 DEFAULT_CALL_TIMEOUT = 5.0
@@ -51,6 +52,28 @@ class LabSpec:
             return localized
         return self.exercise_dir / "README.md"
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for another process (a grading process, a daemon)."""
+        return {
+            "id": self.id, "title": dict(self.title), "files": list(self.files),
+            "modules": list(self.modules), "sys_path": list(self.sys_path),
+            "call_timeout": self.call_timeout, "grade_timeout": self.grade_timeout,
+            "exercise_dir": str(self.exercise_dir), "grader_dir": str(self.grader_dir),
+            "share_worker": self.share_worker,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LabSpec:
+        """Inverse of `to_dict` (from the trusted process that started this one)."""
+        return cls(
+            id=data["id"], title=dict(data["title"]), files=tuple(data["files"]),
+            modules=tuple(data["modules"]), sys_path=tuple(data["sys_path"]),
+            call_timeout=float(data["call_timeout"]),
+            grade_timeout=float(data["grade_timeout"]),
+            exercise_dir=Path(data["exercise_dir"]), grader_dir=Path(data["grader_dir"]),
+            share_worker=bool(data["share_worker"]),
+        )
+
 
 def data_root() -> Path:
     """Where the catalogue, exercises and graders live.
@@ -58,10 +81,11 @@ def data_root() -> Path:
     An installed wheel carries them inside the package (`labkit/_data`); a source
     checkout (editable install) keeps them at the repository's top level.
     """
-    packaged = Path(__file__).resolve().parent / "_data"
+    package = Path(__file__).resolve().parents[1]  # labkit/
+    packaged = package / "_data"
     if (packaged / "labs.toml").is_file():
         return packaged
-    return Path(__file__).resolve().parents[2]
+    return package.parents[1]
 
 
 def parse_catalogue(text: str, root: Path) -> tuple[LabSpec, ...]:

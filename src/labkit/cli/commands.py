@@ -14,9 +14,12 @@ from typing import Any, NoReturn
 
 import click
 
-from labkit import __version__, i18n, registry, render, workspace
-from labkit.registry import LabSpec, UnknownLab
+from labkit import __version__, i18n
+from labkit.cli import render
+from labkit.course import catalogue as registry
+from labkit.course.catalogue import LabSpec, UnknownLab
 from labkit.results import Status
+from labkit.student import workspace
 
 LANG_OPTION = click.option(
     "--lang", type=click.Choice(i18n.LANGUAGES), default=None,
@@ -70,7 +73,7 @@ class OneLineErrors(click.Group):
         except click.Abort:
             die("aborted")
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
-            from labkit.isolation import IsolationError
+            from labkit.sandbox.isolation import IsolationError
 
             if isinstance(exc, IsolationError):  # e.g. LABKIT_ISOLATION=bwrap without bwrap
                 die(str(exc))
@@ -138,7 +141,7 @@ def fetch(lab_id: str, directory: Path | None, lang: str | None, force: bool) ->
 def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
           lang: str | None) -> None:
     """Grade your LAB workspace and show every check."""
-    from labkit import runner
+    from labkit.student import policy
 
     if as_json and fmt not in (None, "json"):
         die(f"--json and --format {fmt} contradict each other")
@@ -148,22 +151,23 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
     path = directory or Path.cwd() / lab.id
     try:
         # an autograder (gradescope) grades once: leaving a warm daemon would buy nothing
-        result = runner.grade(lab, path, lang, use_daemon=fmt != "gradescope")
+        result = policy.grade(lab, path, lang, use_daemon=fmt != "gradescope")
     except workspace.WorkspaceError as exc:
         if fmt == "gradescope":  # an autograder still owes Gradescope a results.json
-            from labkit import batch, exports
+            from labkit.classroom import batch
+            from labkit.interop import gradescope
 
             failed = batch.error_result(lab, i18n.t(exc.key, lang, **exc.params), lang)
-            click.echo(json.dumps(exports.gradescope(failed), ensure_ascii=False, indent=2))
+            click.echo(json.dumps(gradescope.document(failed), ensure_ascii=False, indent=2))
         workspace_error(exc, lang)
     try:
         workspace.record_grade(path, result)
     except OSError:
         pass  # a read-only workspace can still be graded; only `hint` loses its memory
     if fmt == "gradescope":
-        from labkit import exports
+        from labkit.interop import gradescope
 
-        click.echo(json.dumps(exports.gradescope(result), ensure_ascii=False, indent=2))
+        click.echo(json.dumps(gradescope.document(result), ensure_ascii=False, indent=2))
     else:
         click.echo(result.to_json() if fmt == "json" else render.table(result))
     sys.exit(0 if result.status is Status.PASS else 1)
@@ -196,7 +200,7 @@ def daemon_group() -> None:
 @LANG_OPTION
 def daemon_status(lang: str | None) -> None:
     """List this user's grading daemons."""
-    from labkit import daemon
+    from labkit.student import daemon
 
     lang = i18n.detect_lang(lang)
     found = daemon.running()
@@ -213,7 +217,7 @@ def daemon_status(lang: str | None) -> None:
 @LANG_OPTION
 def daemon_stop(lang: str | None) -> None:
     """Stop this user's grading daemons (the next `labkit grade` starts afresh)."""
-    from labkit import daemon
+    from labkit.student import daemon
 
     click.echo(i18n.t("daemon_stopped", i18n.detect_lang(lang), count=len(daemon.stop_all())))
 
@@ -254,9 +258,10 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     Results go to OUT/gradebook.sqlite as each submission finishes; running the same
     command again grades only new and changed submissions.
     """
-    from labkit import batch as batching
-    from labkit import progress, report
-    from labkit.gradebook import GradebookError
+    from labkit.classroom import batch as batching
+    from labkit.classroom import report
+    from labkit.classroom.gradebook import GradebookError
+    from labkit.cli import progress
 
     lang = i18n.detect_lang(lang)
     lab = find_lab(lab_id, lang)
@@ -290,10 +295,14 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
 @click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
 def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None:
     """Export OUT's gradebook (a `labkit batch` output folder) as CSV, JSONL or Gradescope."""
-    from labkit import exports
+    from labkit.classroom import exports
+    from labkit.interop import gradescope
 
     try:
-        dest, count = exports.export(out, fmt, output, lab_id)
+        if fmt == "gradescope":
+            dest, count = gradescope.export(out, output, lab_id)
+        else:
+            dest, count = exports.export(out, fmt, output, lab_id)
     except exports.ExportError as exc:
         die(str(exc))
     click.echo(f"wrote {dest} ({count} students)")
@@ -306,7 +315,7 @@ def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None
 @click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
 def report_command(out: Path, html_file: Path | None, lab_id: str | None) -> None:
     """What the class got wrong: score distribution and per-check pass rates."""
-    from labkit import exports, report
+    from labkit.classroom import exports, report
 
     try:
         summary = report.from_gradebook(out, lab_id)
@@ -343,7 +352,8 @@ def dev() -> None:
 @REPO_OPTION
 def dev_build(repo: Path | None) -> None:
     """Write exercises/ from solutions/ (never edit a stub .py by hand)."""
-    from labkit import authoring, devtools
+    from labkit.course import authoring
+    from labkit.course import kitcheck as devtools
 
     repo = checkout(repo)
     try:
@@ -362,9 +372,10 @@ def dev_build(repo: Path | None) -> None:
 def dev_check(labs: tuple[str, ...], repo: Path | None, no_grade: bool) -> None:
     """Check the kit: unique lab ids, no stray files, READMEs, stubs in sync, every
     solution full marks and every stub zero (of LABs only, if given). Exit 1 if not."""
-    from labkit import devtools
+    from labkit.course import kitcheck as devtools
+    from labkit.engine.cold import grade_files
 
-    report = devtools.check_kit(checkout(repo), labs, grade=not no_grade)
+    report = devtools.check_kit(checkout(repo), labs, grade=not no_grade, grader=grade_files)
     for problem in report.problems:
         click.echo(str(problem))
     graded = "" if no_grade else ", solutions and stubs graded"
@@ -396,7 +407,7 @@ def nbgrader_export(course: Path, labs: tuple[str, ...], hide: tuple[str, ...], 
                     repo: Path | None, lang: str | None) -> None:
     """Write COURSE/nbgrader_config.py and COURSE/source/LAB/LAB.ipynb for each LAB
     (default: every lab), ready for `nbgrader generate_assignment LAB`."""
-    from labkit import nbgrader_course
+    from labkit.interop import nbgrader as nbgrader_course
 
     lang = i18n.detect_lang(lang)
     repo = checkout(repo)
@@ -427,8 +438,8 @@ def nbgrader_push(out: Path, db: str, labs: tuple[str, ...], course_id: str) -> 
 def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
                      verbose: bool = False) -> None:
     """OUT's current gradings into nbgrader's gradebook (`nbgrader push`, `batch --nbgrader-db`)."""
-    from labkit import nbgrader_course
-    from labkit.gradebook import GradebookError
+    from labkit.classroom.gradebook import GradebookError
+    from labkit.interop import nbgrader as nbgrader_course
 
     try:
         pushed = nbgrader_course.push_gradebook(out, db, labs, course_id)
@@ -444,11 +455,12 @@ def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
               help="Check this isolation (default: $LABKIT_ISOLATION, else auto).")
 def doctor(isolation: str | None) -> None:
     """The Python, the kit, the isolation a grading would use here and why, the limits."""
-    from labkit import isolation as isolation_mod
+    from labkit.cli import doctor as doctor_mod
+    from labkit.sandbox.isolation import IsolationError
 
     try:
-        lines = isolation_mod.report(isolation)
-    except isolation_mod.IsolationError as exc:
+        lines = doctor_mod.report(isolation)
+    except IsolationError as exc:
         die(str(exc))
     lines.append(("grading daemon", _daemon_line()))
     width = max(len(name) for name, _ in lines)
@@ -457,7 +469,7 @@ def doctor(isolation: str | None) -> None:
 
 
 def _daemon_line() -> str:
-    from labkit import daemon
+    from labkit.student import daemon
 
     if not daemon.enabled():
         return i18n.t("daemon_off", "en")

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from labkit.batch import BatchEvent
+from labkit.classroom.batch import BatchEvent
 
 
 class PlainProgress:

@@ -3,7 +3,7 @@
 A cold `labkit grade` spends most of its time importing pytest, NumPy and hypothesis,
 collecting the graders and starting the sandbox, which is the same work every time. So
 after grading in-process, `labkit grade` leaves a daemon behind: a grading process that
-has done that work once (`labkit.warm`, as `labkit batch` uses) and waits on a Unix
+has done that work once (`labkit.engine.warm`, as `labkit batch` uses) and waits on a Unix
 socket. The next `labkit grade` of that lab only collects the files, sends them, and
 renders the result it gets back. Whatever goes wrong with a daemon (none running, busy
 past its limit, dead, stale, or an answer that does not fit the files sent), the client
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import __version__, gradeserver, workspace
-from labkit.registry import LabSpec
+from labkit import __version__, fileset
+from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
 
 IDLE_SECONDS = 900.0
@@ -111,10 +111,10 @@ def fingerprint(lab: LabSpec) -> str:
     every `labkit grade`, and any edit of a grader or of the kit changes them.
     """
     h = hashlib.sha256()
-    setup = [__version__, sys.executable, gradeserver.lab_to_json(lab),
+    setup = [__version__, sys.executable, lab.to_dict(),
              {k: os.environ.get(k, "") for k in _PASSED_ENV}]
     h.update(json.dumps(setup, sort_keys=True).encode())
-    roots = (lab.grader_dir, lab.grader_dir.parent / "pytest.ini", Path(__file__).parent)
+    roots = (lab.grader_dir, lab.grader_dir.parent / "pytest.ini", Path(__file__).parents[1])
     for root in roots:
         paths = sorted(root.rglob("*")) if root.is_dir() else [root]
         for path in paths:
@@ -150,7 +150,7 @@ def grade(lab: LabSpec, files: dict[str, bytes], lang: str) -> LabResult | None:
         result = LabResult.from_dict(reply["result"])  # type: ignore[index]
     except (KeyError, TypeError, ValueError):
         return None
-    if result.lab != lab.id or result.digest != workspace.digest(files) or result.lang != lang:
+    if result.lab != lab.id or result.digest != fileset.digest(files) or result.lang != lang:
         return None  # not an answer to what was asked
     return result
 
@@ -166,8 +166,8 @@ def start(lab: LabSpec, idle: float | None = None) -> bool:
         return False
     if idle is None:
         idle = idle_seconds()
-    command = [sys.executable, "-m", "labkit.daemon", str(path),
-               json.dumps(gradeserver.lab_to_json(lab)), str(idle)]
+    command = [sys.executable, "-m", "labkit.student.daemon", str(path),
+               json.dumps(lab.to_dict()), str(idle)]
     try:  # a grade is never lost for want of a daemon (a full disk, no /bin/sh ...)
         with open(path.with_suffix(".log"), "ab") as log:
             launcher = subprocess.run(["/bin/sh", "-c", '"$@" &', "sh", *command],
@@ -248,7 +248,9 @@ def serve(path: Path, lab: LabSpec, idle: float) -> None:
         if not mine:
             return  # another daemon has this socket
         _prune(path.parent, keep=path.with_suffix(".lock"))
-        gradeserver.run_warm(lab, lambda grade: _listen(path, lab, grade, idle))
+        from labkit.engine import warm  # the server side only: pytest and NumPy
+
+        warm.run_warm(lab, lambda grade: _listen(path, lab, grade, idle))
 
 
 def _prune(root: Path, keep: Path) -> None:
@@ -327,7 +329,7 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
         with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
             workdir = Path(tmp) / "work"
             workdir.mkdir()
-            workspace.materialize(files, workdir)
+            fileset.materialize(files, workdir)
             result = grade(workdir, files, lang)
     except Exception as exc:  # noqa: BLE001 - told to the client, who grades in-process
         _reply(conn, {"error": f"{type(exc).__name__}: {exc}"})
@@ -356,7 +358,7 @@ def _reply(conn: socket.socket, message: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    path, lab, idle = Path(sys.argv[1]), gradeserver.lab_from_json(json.loads(sys.argv[2])), \
+    path, lab, idle = Path(sys.argv[1]), LabSpec.from_dict(json.loads(sys.argv[2])), \
         float(sys.argv[3])
     serve(path, lab, idle)
 

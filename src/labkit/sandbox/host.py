@@ -7,7 +7,7 @@ directory holding copies of only the lab's files. The grader talks to it through
 with a deadline on every call (and on the whole grading), drains what it prints into a
 bounded buffer, and has the zygote kill its whole process tree when it is done with it
 or a deadline passes. The zygote runs inside bubblewrap when it is available
-(see `labkit.isolation`); closing the zygote kills everything it started.
+(see `labkit.sandbox.isolation`); closing the zygote kills everything it started.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import isolation as isolation_mod
-from labkit import protocol
+from labkit.sandbox import isolation as isolation_mod
+from labkit.sandbox import protocol
 
 OUTPUT_EXCERPT = 2000  # bytes of output shown to the student, per check
 OUTPUT_KEEP = 32 * 1024  # bytes of output kept per worker; the rest is counted, then dropped
@@ -42,6 +42,7 @@ DEFAULT_LIMITS = {
     "RLIMIT_CORE": 0,
 }
 MAX_PROBES_BYTES = 4 * 1024**2
+CHILD_MODULE = "labkit.sandbox.child.worker"  # what the zygote runs
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _START_SECONDS = 30.0
@@ -363,7 +364,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
         env.update(LANG="C.UTF-8", **isolation_mod.ONE_MATH_THREAD, **{MARKER: self.marker})
-        command = [sys.executable, "-I", "-B", "-m", "labkit.worker", str(theirs.fileno())]
+        command = [sys.executable, "-I", "-B", "-m", CHILD_MODULE, str(theirs.fileno())]
         if self.choice.mode == "process":  # the zygote removes it when it ends, whatever we do
             self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-")
             command += ["--scratch", self._scratch, "--remove-scratch", "1"]

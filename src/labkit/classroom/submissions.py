@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from labkit import i18n, workspace
-from labkit.registry import LabSpec
+from labkit import fileset, i18n
+from labkit.course.catalogue import LabSpec
+from labkit.student import workspace
 
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a zip declaring more than this is refused
 MAX_ZIP_MEMBERS = 10_000
@@ -190,7 +191,7 @@ def _collect(lab: LabSpec, root: Path, entry: Entry, lang: str) -> Collected:
     except (OSError, UnicodeError, ValueError) as exc:
         raise SubmissionError("batch_unreadable", name=entry.name,
                               reason=type(exc).__name__) from None
-    return Collected(found.files, found.note, workspace.digest(found.files))
+    return Collected(found.files, found.note, fileset.digest(found.files))
 
 
 # --- zips ---------------------------------------------------------------------------------

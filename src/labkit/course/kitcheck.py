@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit import authoring
-from labkit.registry import LabSpec, lab_checks, parse_catalogue
+from labkit.course import authoring
+from labkit.course.catalogue import LabSpec, lab_checks, parse_catalogue
 from labkit.results import LabResult, Status
 
 READMES = ("README.md", "README.es.md")
@@ -145,11 +145,8 @@ def judge_stub(lab: LabSpec, result: LabResult) -> list[Problem]:
     return problems
 
 
-def check_grades(repo: Path, lab: LabSpec, grade: Grader | None = None) -> list[Problem]:
-    """Grade the lab's solution and stub; what is wrong with either result."""
-    if grade is None:
-        from labkit.runner import grade_files as grade
-
+def check_grades(repo: Path, lab: LabSpec, grade: Grader) -> list[Problem]:
+    """Grade the lab's solution and stub with `grade`; what is wrong with either result."""
     found = {}
     for which in ("solutions", "exercises"):
         try:
@@ -165,8 +162,9 @@ def check_kit(repo: Path, only: Iterable[str] = (), grade: bool = True,
     """The whole self-check (see the module's docstring). The layout is always checked
     whole; `only` limits the gradings (the slow part) to those labs.
 
-    `grader` grades files (default `labkit.runner.grade_files`); the tests pass a cached
-    one so that this check and theirs share gradings.
+    `grader` grades files (`labkit.engine.cold.grade_files`, passed in so that the course
+    layer never depends on the engine; the tests pass a cached one so that this check and
+    theirs share gradings). Without one, nothing is graded.
     """
     repo = repo.resolve()
     labs, problems = load_labs(repo)
@@ -177,7 +175,7 @@ def check_kit(repo: Path, only: Iterable[str] = (), grade: bool = True,
     problems += [Problem(lab_id, "not in labs.toml") for lab_id in unknown]
     problems += check_layout(repo, labs)
     chosen = [lab for lab in labs if not wanted or lab.id in wanted]
-    if grade:
+    if grade and grader is not None:
         for lab in chosen:
             if (lab.grader_dir / "checks.toml").is_file():
                 problems += check_grades(repo, lab, grader)

@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 
 from labkit import i18n
-from labkit.grading import CheckFailed
-from labkit.protocol import OpaqueValue
-from labkit.proxy import Session, Student, StudentRaised
-from labkit.registry import LabChecks, LabSpec
+from labkit.course.catalogue import LabChecks, LabSpec
+from labkit.engine.api import CheckFailed
+from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
-from labkit.sandbox import (
+from labkit.sandbox.host import (
     GradingTimeout,
     Sandbox,
     WorkerCrashed,
     WorkerFailure,
     WorkerTimeout,
 )
+from labkit.sandbox.protocol import OpaqueValue
 
 # The whole grading ran past its limit: the call that was waiting ends, and remaining
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).

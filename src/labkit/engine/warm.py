@@ -1,6 +1,6 @@
 """A warm grading session: pytest collected once for a lab, then many workspaces graded.
 
-`runner.grade_files` pays pytest's start-up and collection, and hypothesis's example
+`cold.grade_files` pays pytest's start-up and collection, and hypothesis's example
 generation, on every grading. A batch grader process instead opens one `WarmSession`
 and grades every submission it is sent with the same collected items:
 
@@ -22,7 +22,6 @@ and grades every submission it is sent with the same collected items:
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 import inspect
@@ -35,19 +34,16 @@ from typing import Any
 
 import pytest
 
-from labkit import runner
-from labkit.plugin import GradingPlugin
-from labkit.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
-from labkit.registry import LabSpec, lab_checks
+from labkit.course.catalogue import LabSpec, lab_checks
+from labkit.engine import _compat, cold
+from labkit.engine.assemble import assemble
+from labkit.engine.plugin import GradingPlugin
+from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
-from labkit.sandbox import Sandbox, SandboxConfig, WorkerFailure, Zygote
+from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, Zygote
 
 GradeFn = Callable[[Path, dict[str, bytes], str], LabResult]
 
-try:  # hypothesis seeds the global PRNGs per example; do the same when replaying
-    from hypothesis.internal.entropy import deterministic_PRNG as _seeded
-except ImportError:  # pragma: no cover - an older or newer hypothesis layout
-    _seeded = contextlib.nullcontext  # type: ignore[assignment]
 
 
 class _NotReplayable(Exception):
@@ -59,7 +55,7 @@ class Replay:
 
     def __init__(self, wrapped: Any) -> None:
         self.wrapped = wrapped
-        self.inner = wrapped.hypothesis.inner_test
+        self.inner = _compat.inner_test(wrapped)
         self.fixtures = list(inspect.signature(wrapped).parameters)
         self.examples: list[dict[str, Any]] | None = None
         self.frozen: list[bool] = []  # examples made only of immutable values need no copy
@@ -78,7 +74,7 @@ class Replay:
                 raise _NotReplayable
             seen.append(copy.deepcopy(example))
 
-        self.wrapped.hypothesis.inner_test = stand_in
+        _compat.set_inner_test(self.wrapped, stand_in)
         try:
             self.wrapped(**dict.fromkeys(self.fixtures))
             self.examples = seen
@@ -86,7 +82,7 @@ class Replay:
         except (_NotReplayable, HypothesisException):
             self.examples = None
         finally:
-            self.wrapped.hypothesis.inner_test = self.inner
+            _compat.set_inner_test(self.wrapped, self.inner)
 
     def run(self, funcargs: dict[str, Any]) -> None:
         """The check's body on each recorded example, in order; the first failure ends it."""
@@ -108,7 +104,7 @@ class Replay:
             yield example if frozen else copy.deepcopy(example)
 
     def _run_in_turn(self, funcargs: dict[str, Any]) -> None:
-        with _seeded():  # once per check: the global PRNGs start the same every grading
+        with _compat.seeded_prng():  # once per check: the global PRNGs start the same every grading
             for example in self._examples():
                 self.inner(**funcargs, **example)
 
@@ -155,7 +151,7 @@ class Replay:
         """Each example's first request, or None if one makes none or fails before."""
         stand_in = Student(Rehearsal(session))  # type: ignore[arg-type]
         requests = []
-        with _seeded():
+        with _compat.seeded_prng():
             for example in self._examples():
                 try:
                     self.inner(student=stand_in, **example)
@@ -199,7 +195,7 @@ class BatchPlugin(GradingPlugin):
                     self._random_states.append((value, state))
         for item in self.items:
             obj = getattr(item, "obj", None)
-            if getattr(getattr(obj, "hypothesis", None), "inner_test", None) is not None:
+            if _compat.inner_test(obj) is not None:
                 replay = Replay(obj)
                 replay.record()
                 self.replays[item.nodeid] = replay
@@ -241,7 +237,7 @@ class BatchPlugin(GradingPlugin):
                 self.release()
             outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
         self.sandbox = None  # type: ignore[assignment]
-        return runner._assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
+        return assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
 
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), range)
@@ -268,8 +264,6 @@ class PlainReports:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
-        from _pytest.reports import TestReport
-
         excinfo = call.excinfo
         if excinfo is None:
             outcome, longrepr = "passed", None
@@ -278,7 +272,7 @@ class PlainReports:
             longrepr = (str(item.path), item.location[1] or 0, str(excinfo.value))
         else:
             outcome, longrepr = "failed", f"{excinfo.typename}: {str(excinfo.value)[:200]}"
-        return TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
+        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
                           duration=call.duration, start=call.start, stop=call.stop)
 
 
@@ -310,8 +304,21 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     plugin = BatchPlugin(lab, loop, zygote)
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        code = pytest.main(runner.pytest_args(lab), plugins=[plugin, PlainReports()])
+        code = pytest.main(cold.pytest_args(lab), plugins=[plugin, PlainReports()])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
-    runner.ensure_collected(lab, code, bool(plugin.items))
+    cold.ensure_collected(lab, code, bool(plugin.items))
+
+
+def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None]) -> None:
+    """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
+
+    `grade(workdir, files, lang)` grades files already materialised in `workdir`.
+    """
+    zygote = Zygote()
+    zygote.start()  # its NumPy import overlaps ours and pytest's collection
+    try:
+        run(lab, zygote, loop)
+    finally:
+        zygote.close()

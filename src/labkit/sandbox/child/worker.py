@@ -1,7 +1,7 @@
 """The untrusted side: a zygote that forks the workers that run the student's code.
 
-Runs as `python -I -B -m labkit.worker CONTROL_FD --scratch DIR [--uid UID]
-[--remove-scratch 1]`, inside the sandbox when there is one (see `labkit.isolation`).
+Runs as `python -I -B -m labkit.sandbox.child.worker CONTROL_FD --scratch DIR [--uid UID]
+[--remove-scratch 1]`, inside the sandbox when there is one (see `labkit.sandbox.isolation`).
 The zygote imports NumPy and the lab's trusted probes once, never the student's code;
 for each worker the grader sends it a pair of pipes, an output pipe and the job's files
 over a Unix socket, and it forks a worker that runs in a fresh directory holding only
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from labkit import protocol
+from labkit.sandbox import protocol
 
 # Bound before any student module is imported (see Worker.observe).
 _SHARES = np.shares_memory
@@ -245,7 +245,7 @@ def _drop_privileges(uid: int) -> None:
         caps = [line.split()[1] for line in handle if line.startswith(("CapEff", "CapPrm",
                                                                        "CapInh", "CapBnd"))]
     if os.getuid() != uid or os.geteuid() != uid or any(int(c, 16) for c in caps):
-        raise SystemExit("labkit.worker: could not drop privileges")
+        raise SystemExit("labkit.sandbox.child.worker: could not drop privileges")
 
 
 def _limit(name: str, value: int) -> tuple[int, tuple[int, int]]:

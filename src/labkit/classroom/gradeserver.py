@@ -1,10 +1,10 @@
-"""A long-lived trusted grading process for batch grading (`labkit.batch` starts N).
+"""A long-lived trusted grading process for batch grading (`labkit.classroom.batch` starts N).
 
 `run_warm` is the warm core it shares with the daemon behind `labkit grade`
-(`labkit.daemon`).
+(`labkit.student.daemon`).
 
-Runs as `python -m labkit.gradeserver REQUEST_FD REPLY_FD`. It keeps pytest, NumPy and
-hypothesis imported, the lab's graders collected (`labkit.warm`) and one `Zygote`
+Runs as `python -m labkit.classroom.gradeserver REQUEST_FD REPLY_FD`. It keeps pytest, NumPy and
+hypothesis imported, the lab's graders collected (`labkit.engine.warm`) and one `Zygote`
 running, and grades one submission per request. Requests and replies are JSON lines on
 two pipes (never pickle: the replies carry text the student's code influenced):
 
@@ -22,44 +22,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from labkit.registry import LabSpec
+from labkit.course.catalogue import LabSpec
+from labkit.engine import warm
 
 if TYPE_CHECKING:
-    from labkit.warm import GradeFn
-
-
-def lab_to_json(lab: LabSpec) -> dict[str, Any]:
-    return {
-        "id": lab.id,
-        "title": lab.title,
-        "files": list(lab.files),
-        "modules": list(lab.modules),
-        "sys_path": list(lab.sys_path),
-        "call_timeout": lab.call_timeout,
-        "grade_timeout": lab.grade_timeout,
-        "exercise_dir": str(lab.exercise_dir),
-        "grader_dir": str(lab.grader_dir),
-        "share_worker": lab.share_worker,
-    }
-
-
-def lab_from_json(data: dict[str, Any]) -> LabSpec:
-    return LabSpec(
-        id=data["id"],
-        title=dict(data["title"]),
-        files=tuple(data["files"]),
-        modules=tuple(data["modules"]),
-        sys_path=tuple(data["sys_path"]),
-        call_timeout=float(data["call_timeout"]),
-        grade_timeout=float(data["grade_timeout"]),
-        exercise_dir=Path(data["exercise_dir"]),
-        grader_dir=Path(data["grader_dir"]),
-        share_worker=bool(data["share_worker"]),
-    )
+    from labkit.engine.warm import GradeFn
 
 
 def _send(out: BinaryIO, message: dict[str, Any]) -> None:
@@ -67,29 +37,13 @@ def _send(out: BinaryIO, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None]) -> None:
-    """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
-
-    `grade(workdir, files, lang)` grades files already materialised in `workdir`.
-    """
-    from labkit import warm
-    from labkit.sandbox import Zygote
-
-    zygote = Zygote()
-    zygote.start()  # its NumPy import overlaps ours and pytest's collection
-    try:
-        warm.run(lab, zygote, loop)
-    finally:
-        zygote.close()
-
-
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
-    from labkit import workspace
+    from labkit.student import workspace
 
     first = requests.readline()
     if not first:
         return
-    lab = lab_from_json(json.loads(first)["lab"])
+    lab = LabSpec.from_dict(json.loads(first)["lab"])
 
     def loop(grade: GradeFn) -> None:
         _send(replies, {"ready": True, "pid": os.getpid()})
@@ -104,7 +58,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}
             _send(replies, reply)
 
-    run_warm(lab, loop)
+    warm.run_warm(lab, loop)
 
 
 def main() -> None:

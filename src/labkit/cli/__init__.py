@@ -1,0 +1,8 @@
+"""The `labkit` command line: thin click commands over the library, grouped by audience.
+
+The top layer: it may import every other subpackage; nothing imports it.
+"""
+
+from labkit.cli.commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,46 @@
+"""`labkit doctor`: what a grading here would use: runtime, isolation and why, limits."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from labkit import __version__
+from labkit.sandbox import isolation
+from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
+
+
+def report(value: str | None = None) -> list[tuple[str, str]]:
+    """What `labkit doctor` prints: the runtime, the isolation and why, the limits.
+
+    It starts a real sandbox (and stops it), so the mode shown is the one that works.
+    """
+    lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
+             ("labkit", __version__),
+             ("requested", f"{isolation.requested(value)} ({isolation.ENV_VAR}="
+                           f"{os.environ.get(isolation.ENV_VAR) or 'unset'})")]
+    try:
+        zygote = Zygote(value)
+    except isolation.IsolationError as exc:
+        return [*lines, ("isolation", f"unavailable: {exc}")]
+    started = time.perf_counter()
+    try:
+        zygote.start()
+        zygote.ask({"op": "ping"})
+        status = f"a sandbox started and answered in {time.perf_counter() - started:.2f} s"
+    except WorkerFailure as exc:
+        status = f"the sandbox did not start: {exc}"
+    finally:
+        zygote.close()
+    lines += [("isolation", zygote.isolation), ("why", zygote.choice.reason), ("check", status)]
+    limits = dict(DEFAULT_LIMITS)
+    if zygote.isolation == "bwrap":
+        limits["RLIMIT_NPROC"] = isolation.SANDBOX_NPROC
+        sized = "--size" in isolation.bwrap_options(zygote.choice.bwrap or "bwrap")
+        tmp = f"of {isolation.TMP_BYTES // 1024**2} MiB" if sized else "(no size limit: old bwrap)"
+        lines.append(("sandbox", f"uid {isolation.SANDBOX_UID}, no network, no capability, "
+                                 f"read-only {', '.join(isolation.runtime_paths())}, "
+                                 f"private /tmp {tmp}"))
+    lines.append(("limits", ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
+    return lines

@@ -1,0 +1,180 @@
+"""Notebooks as submissions: a lab's notebook read back as the lab's files, and the check
+that a notebook's test cell runs.
+
+How a notebook maps to the lab's files:
+
+- Code cells are joined in order. A cell whose first line is `# file: PATH` (PATH one of
+  the lab's files, e.g. `# file: src/utils/seeding.py`) starts that file; the cells after
+  it continue it until the next such line. Cells before any such line belong to the
+  lab's first file, so a one-file lab needs no marker at all. A lab file that no cell
+  names is graded as empty (and said so in the notes).
+- Test cells are left out: cells whose first line starts with `# labkit check`, and
+  nbgrader grade cells that are not solution cells.
+- What only IPython understands is dropped, each with a note: in a cell that is not valid
+  Python, line magics (`%time ...`), shell escapes (`!pip ...`) and assignments from them
+  (`out = !ls`); a cell that starts with a cell magic (`%%bash`) is dropped whole. A
+  top-level `raise NotImplementedError` -- nbgrader's unanswered stub -- is dropped too:
+  in the notebook it stops only its own cell, so it must not stop the whole module.
+
+The notebook is never executed here: it is read as JSON and its text becomes files,
+which are then graded like any workspace.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+FILE_MARKER = "# file:"
+TEST_MARKER = "# labkit check"
+_MAGIC = re.compile(r"^\s*(?:[\w.,\[\]\s]+=\s*)?[%!]")
+
+
+class NotebookError(ValueError):
+    """The file is not a notebook this kit can read; `key`/`params` name a kit message."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key, params)
+        self.key = key
+        self.params = params
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A line of the notebook left out of the graded files (1-based cell and line)."""
+
+    cell: int
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.cell}:{self.line} {self.text.strip()}"
+
+
+@dataclass(frozen=True)
+class Converted:
+    """The lab's files as read from a notebook, plus what was left out and why."""
+
+    files: dict[str, bytes]
+    dropped: tuple[Dropped, ...]
+    empty: tuple[str, ...]  # lab files that no cell named
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def is_test_cell(cell: dict[str, Any]) -> bool:
+    """A cell holding a check (labkit's own, or an nbgrader autograder test)."""
+    meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+    if meta.get("grade") and not meta.get("solution"):
+        return True
+    return _source(cell).lstrip().startswith(TEST_MARKER)
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _clean_cell(text: str, number: int) -> tuple[str, list[Dropped]]:
+    """The cell's text as plain Python, and the lines left out of it."""
+    lines = text.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        return "", [Dropped(number, i + 1, line) for i, line in enumerate(lines) if line.strip()]
+    dropped: list[Dropped] = []
+    if not _parses(text):
+        kept = []
+        for i, line in enumerate(lines):
+            if _MAGIC.match(line):
+                dropped.append(Dropped(number, i + 1, line))
+                indent = line[: len(line) - len(line.lstrip())]
+                if indent:  # keep an indented block non-empty
+                    kept.append(f"{indent}pass")
+            else:
+                kept.append(line)
+        lines = kept
+        text = "\n".join(lines)
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, dropped  # graded as it is: the grading reports the syntax error
+    stubs = [
+        node for node in tree.body
+        if isinstance(node, ast.Raise) and node.cause is None and _is_not_implemented(node.exc)
+    ]
+    if stubs:
+        gone = {n for node in stubs for n in range(node.lineno - 1, node.end_lineno)}
+        dropped += [Dropped(number, n + 1, lines[n]) for n in sorted(gone)]
+        text = "\n".join(line for n, line in enumerate(lines) if n not in gone)
+    return text, dropped
+
+
+def _is_not_implemented(exc: ast.expr | None) -> bool:
+    if isinstance(exc, ast.Call) and not exc.args and not exc.keywords:
+        exc = exc.func
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def file_marker(cell_text: str) -> str | None:
+    """The path named by a cell's `# file: PATH` first line, if it has one."""
+    first = cell_text.lstrip("\n").split("\n", 1)[0].strip()
+    if first.startswith(FILE_MARKER):
+        return first[len(FILE_MARKER):].strip()
+    return None
+
+
+def convert(notebook: dict[str, Any], files: tuple[str, ...]) -> Converted:
+    """The lab files (`files`, the lab's names) that a parsed notebook holds."""
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise NotebookError("notebook_unreadable", reason="no list of cells")
+    parts: dict[str, list[str]] = {rel: [] for rel in files}
+    current = files[0]
+    dropped: list[Dropped] = []
+    for number, cell in enumerate(notebook["cells"], start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or is_test_cell(cell):
+            continue
+        text = _source(cell)
+        named = file_marker(text)
+        if named is not None:
+            if named not in parts:
+                raise NotebookError("notebook_unknown_file", path=named, files=", ".join(files))
+            current = named
+        text, left_out = _clean_cell(text, number)
+        dropped += left_out
+        parts[current].append(text.strip("\n"))
+    empty = tuple(rel for rel, chunks in parts.items() if not any(c.strip() for c in chunks))
+    built = {
+        rel: ("\n\n\n".join(c for c in chunks if c.strip()) + "\n").lstrip("\n").encode()
+        for rel, chunks in parts.items()
+    }
+    return Converted(files=built, dropped=tuple(dropped), empty=empty)
+
+
+def parse(data: bytes, files: tuple[str, ...]) -> Converted:
+    """Convert a notebook file's bytes (see `convert`)."""
+    try:
+        notebook = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise NotebookError("notebook_unreadable", reason=type(exc).__name__) from None
+    return convert(notebook, files)
+
+
+def read(path: Path, files: tuple[str, ...]) -> Converted:
+    """Read the notebook at `path` and convert it (see `convert`)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise NotebookError("notebook_unreadable", reason=type(exc).__name__) from None
+    return parse(data, files)

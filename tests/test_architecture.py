@@ -1,0 +1,171 @@
+"""The house's shape, read from the code's own imports (with `ast`, nothing is run).
+
+- Layers: cli > interop > classroom > student > engine > sandbox > course > base; a
+  module imports only modules of its own layer or below, function-level and
+  type-checking imports included.
+- No import cycles among labkit's modules.
+- `labkit.sandbox.child` (what runs beside student code) imports the standard library,
+  NumPy and the sandbox's wire modules only: nothing of the trusted side.
+- The sandbox knows nothing of labs, pytest or results.
+- Private pytest/hypothesis API is reached from `labkit.engine._compat` only.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "labkit"
+
+# Lowest first. A module's layer is that of its longest matching prefix.
+LAYERS = {
+    "labkit": 0, "labkit.results": 0, "labkit.i18n": 0, "labkit.fsutil": 0,
+    "labkit.fileset": 0, "labkit.errors": 0, "labkit.settings": 0,
+    "labkit.course": 1,
+    "labkit.sandbox": 2,
+    "labkit.engine": 3, "labkit.grading": 3,
+    "labkit.student": 4,
+    "labkit.classroom": 5,
+    "labkit.interop": 6, "labkit.notebook": 6,
+    "labkit.cli": 7, "labkit.__main__": 7,
+}
+# What the code beside the student's may import of labkit (it imports nothing else of it).
+CHILD_MAY_IMPORT = {"labkit", "labkit.sandbox", "labkit.sandbox.protocol", "labkit.sandbox.codec"}
+PRIVATE_API = ("_pytest", "hypothesis.internal")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, anywhere in it, resolved to labkit modules where it can."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            submodules = {f"{base}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= submodules  # `from labkit.x import y` may name the module x.y
+            if len(submodules) < len(node.names):
+                found.add(base)
+    return found
+
+
+GRAPH = {name: {m for m in _imports(path) if m in MODULES and m != name}
+         for name, path in MODULES.items()}
+
+
+def layer(name: str) -> int:
+    prefixes = [p for p in LAYERS if name == p or name.startswith(p + ".")]
+    if not prefixes:
+        raise AssertionError(f"{name} is in no layer: add it to LAYERS")
+    return LAYERS[max(prefixes, key=len)]
+
+
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower():
+    wrong = [f"{name} (layer {layer(name)}) imports {dep} (layer {layer(dep)})"
+             for name, deps in sorted(GRAPH.items()) for dep in sorted(deps)
+             if layer(dep) > layer(name)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in GRAPH[node]:
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(GRAPH)))
+    for name in sorted(GRAPH):
+        if name not in index:
+            visit(name)
+    # A package's __init__ that re-exports its own module is not a cycle worth the name,
+    # but labkit has none: every cycle is reported.
+    assert not cycles, cycles
+
+
+def _third_party(name: str) -> bool:
+    top = name.split(".")[0]
+    return top not in sys.stdlib_module_names and top != "labkit"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("labkit.sandbox.child")))
+def test_the_child_side_imports_nothing_of_the_trusted_side(name):
+    imported = _imports(MODULES[name])
+    labkit = {m for m in imported if m == "labkit" or m.startswith("labkit.")}
+    trusted = sorted(m for m in labkit
+                     if m not in CHILD_MAY_IMPORT and not m.startswith("labkit.sandbox.child"))
+    others = sorted(m for m in imported if _third_party(m) and m.split(".")[0] != "numpy")
+    assert not trusted, f"{name} imports trusted modules {trusted}"
+    assert not others, f"{name} imports {others}: only the standard library and NumPy"
+
+
+def test_what_the_child_imports_of_the_sandbox_is_plain():
+    """The packages a child import passes through run no trusted code on the way."""
+    for name in CHILD_MAY_IMPORT & MODULES.keys():
+        path = MODULES[name]
+        imported = {m for m in _imports(path) if m.startswith("labkit")}
+        assert imported <= CHILD_MAY_IMPORT, (name, imported)
+
+
+def test_the_sandbox_knows_nothing_of_labs_pytest_or_results():
+    for name, path in MODULES.items():
+        if not name.startswith("labkit.sandbox"):
+            continue
+        imported = _imports(path)
+        bad = sorted(m for m in imported
+                     if m.split(".")[0] in ("pytest", "_pytest", "hypothesis")
+                     or m.startswith(("labkit.course", "labkit.results", "labkit.engine")))
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_private_pytest_and_hypothesis_api_only_in_compat():
+    for name, path in MODULES.items():
+        if name == "labkit.engine._compat":
+            continue
+        bad = sorted(m for m in _imports(path) if m.startswith(PRIVATE_API))
+        assert not bad, f"{name} reaches private API {bad}: go through labkit.engine._compat"
+
+
+def test_every_subpackage_says_what_it_owns():
+    for name, path in MODULES.items():
+        if path.name == "__init__.py" and name != "labkit":
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+            assert doc and len(doc) > 40, f"{name} has no docstring saying what it owns"
