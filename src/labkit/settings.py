@@ -1,0 +1,31 @@
+"""Every setting the kit reads from the environment, in one place.
+
+Modules ask here instead of reading `os.environ` themselves, so the whole list of knobs
+(`LABKIT_*`, and `CI`) is this file, and tests can pass an environment in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+ISOLATION = "LABKIT_ISOLATION"  # auto | bwrap | process
+DAEMON = "LABKIT_DAEMON"  # 0: never leave a grading daemon behind
+DAEMON_IDLE = "LABKIT_DAEMON_IDLE"  # seconds an idle daemon waits before it exits
+RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
+DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The raw value of `name` ("" when unset)."""
+    return (os.environ if environ is None else environ).get(name, "")
+
+
+def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `name` is set to something other than "", "0", "false" or "no"."""
+    return get(name, environ).strip().lower() not in ("", "0", "false", "no")
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this runs under CI (`CI` set), where no daemon is left behind."""
+    return flag("CI", environ)
