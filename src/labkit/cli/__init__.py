@@ -3,6 +3,6 @@
 The top layer: it may import every other subpackage; nothing imports it.
 """
 
-from labkit.cli.commands import main
+from labkit.cli.main import main
 
 __all__ = ["main"]

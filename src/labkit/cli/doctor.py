@@ -6,7 +6,10 @@ import os
 import sys
 import time
 
-from labkit import __version__
+import click
+
+from labkit import __version__, i18n
+from labkit.cli.common import die
 from labkit.sandbox import isolation
 from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
@@ -44,3 +47,29 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
                                  f"private /tmp {tmp}"))
     lines.append(("limits", ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
     return lines
+
+
+@click.command("doctor")
+@click.option("--isolation", "mode", type=click.Choice(["auto", "bwrap", "process"]), default=None,
+              help="Check this isolation (default: $LABKIT_ISOLATION, else auto).")
+def doctor(mode: str | None) -> None:
+    """The Python, the kit, the isolation a grading would use here and why, the limits."""
+    try:
+        lines = report(mode)
+    except isolation.IsolationError as exc:
+        die(str(exc))
+    lines.append(("grading daemon", _daemon_line()))
+    width = max(len(name) for name, _ in lines)
+    for name, value in lines:
+        click.echo(f"{name:<{width}}  {value}")
+
+
+def _daemon_line() -> str:
+    from labkit.student import daemon
+
+    if not daemon.enabled():
+        return i18n.t("daemon_off", "en")
+    where = daemon.runtime_dir()
+    if where is None:
+        return "off: no private runtime folder (LABKIT_RUNTIME_DIR, XDG_RUNTIME_DIR or /tmp)"
+    return f"on; {len(daemon.running())} running, sockets in {where}"

@@ -1,0 +1,58 @@
+"""The `labkit` group: one-line errors, the version, and every audience's commands.
+
+Exit codes: 0 success (for `grade`: every check passes), 1 a grade with a failing check,
+2 bad usage or input. Errors are one line on stderr, never a traceback.
+
+The commands live in modules by audience (student, instructor, dev, doctor) that know
+nothing of this group; it adds them, so no module imports the one that imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from labkit import __version__
+from labkit.cli import dev, doctor, instructor, student
+from labkit.cli.common import die
+
+
+class OneLineErrors(click.Group):
+    """Usage errors and unexpected failures end in one line on stderr, never a traceback.
+
+    Set LABKIT_DEBUG=1 to see the traceback of an unexpected failure.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help())
+            sys.exit(2)
+        except click.ClickException as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
+            die(f"{exc.format_message()}{hint}")
+        except click.Abort:
+            die("aborted")
+        except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            from labkit.sandbox.isolation import IsolationError
+
+            if isinstance(exc, IsolationError):  # e.g. LABKIT_ISOLATION=bwrap without bwrap
+                die(str(exc))
+            if os.environ.get("LABKIT_DEBUG"):
+                raise
+            die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="labkit")
+def main() -> None:
+    """Auto-graded NumPy systems labs: fetch a lab, edit it, grade it."""
+
+
+for command in (*student.COMMANDS, *instructor.COMMANDS, *dev.COMMANDS, doctor.doctor):
+    main.add_command(command)
