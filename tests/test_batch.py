@@ -244,7 +244,7 @@ LAB02_MUTANTS = [m for m in variants("mutants") if m.lab == "lab02"]
 
 def test_batch_grades_every_lab02_mutant_like_the_runner(tmp_path):
     """The warm session (collected once, hypothesis examples replayed) loses exactly the
-    points each known mutant breaks, like `runner.grade_files` does."""
+    points each known mutant breaks, like `grade_files` does."""
     subs = tmp_path / "class"
     for mutant in LAB02_MUTANTS:
         folder(subs, mutant.name, mutant.files()["broadcasting.py"].decode())

@@ -7,7 +7,7 @@ bounded time, that no process it started survives the grading, that no file outs
 its temporary folder changed (the kit, the graders, a neighbour's submission), and that
 the next submission is graded normally. Workspace-level attacks (symlinks, devices,
 oversized files, planted `conftest.py` / `numpy.py` / `pytest.ini` / `sitecustomize.py`)
-are graded from a folder with `runner.grade`.
+are graded from a folder with `policy.grade`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from labkit import i18n
 from labkit.classroom import batch
 from labkit.classroom.gradebook import Gradebook
 from labkit.course.catalogue import get_lab
-from labkit.engine import cold as runner
+from labkit.engine.cold import grade_files
+from labkit.student import policy
 from labkit.fileset import materialize
 from labkit.results import SCHEMA_FILE, LabResult, Status
 from labkit.sandbox.host import OUTPUT_EXCERPT, marked_processes
@@ -124,7 +125,7 @@ def test_hostile_submission_is_contained(variant: Variant, mode: str, arena, mon
     host_tmp = set(os.listdir("/tmp"))
 
     started = time.monotonic()
-    result = runner.grade_files(lab, fill(variant.files(), fills))
+    result = grade_files(lab, fill(variant.files(), fills))
     elapsed = time.monotonic() - started
 
     assert result.isolation == mode
@@ -199,7 +200,7 @@ def test_hostile_submissions_graded_warm_one_after_another(tmp_path, arena, monk
 
 def assert_next_submission_is_graded_normally(mode: str) -> None:
     lab = get_lab("lab02")
-    result = runner.grade_files(lab, solution_files(lab))
+    result = grade_files(lab, solution_files(lab))
     assert result.score == result.max_score, [(c.id, c.message) for c in result.failed]
     assert result.isolation == mode
     assert survivors() == []
@@ -229,7 +230,7 @@ def lab02_workspace(path: Path) -> Path:
 
 def refused(lab, path: Path) -> str:
     with pytest.raises(WorkspaceError) as info:
-        runner.grade(lab, path)
+        policy.grade(lab, path)
     return i18n.t(info.value.key, "en", **info.value.params)
 
 
@@ -303,7 +304,7 @@ def test_files_planted_beside_the_lab_files_take_no_part(mode, tmp_path, monkeyp
     monkeypatch.setenv("LABKIT_ISOLATION", mode)
     for cwd in (workspace, tmp_path):  # where a student would run `labkit grade` from
         monkeypatch.chdir(cwd)
-        result = runner.grade(lab, workspace)
+        result = policy.grade(lab, workspace)
         assert result.score == result.max_score, [(c.id, c.message) for c in result.failed]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("imported")] == []
     assert survivors() == []
