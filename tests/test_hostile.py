@@ -32,10 +32,10 @@ from labkit.classroom import batch
 from labkit.classroom.gradebook import Gradebook
 from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
-from labkit.student import policy
 from labkit.fileset import materialize
 from labkit.results import SCHEMA_FILE, LabResult, Status
 from labkit.sandbox.host import OUTPUT_EXCERPT, marked_processes
+from labkit.student import policy
 from labkit.student.workspace import MAX_FILE_BYTES, WorkspaceError
 
 HOSTILE = variants("hostile")
