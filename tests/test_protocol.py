@@ -10,15 +10,16 @@ import time
 import numpy as np
 import pytest
 
-from labkit.sandbox import protocol
-from labkit.sandbox.protocol import Opaque, ProtocolError
+from labkit.sandbox import codec, protocol
+from labkit.sandbox.codec import Opaque
+from labkit.sandbox.protocol import ProtocolError
 
 
 def roundtrip(value):
     blobs: list[bytes] = []
-    tree = protocol.encode_value(value, blobs)
+    tree = codec.encode_value(value, blobs)
     header, got_blobs = protocol.unpack(protocol.pack({"v": tree}, blobs)[8:])
-    return protocol.decode_value(header["v"], got_blobs)
+    return codec.decode_value(header["v"], got_blobs)
 
 
 @pytest.mark.parametrize(
@@ -86,14 +87,14 @@ def test_structured_arrays_roundtrip():
 )
 def test_raw_arrays_that_do_not_add_up_are_refused(tree):
     with pytest.raises(ProtocolError):
-        protocol.decode_value(tree, [bytes(8)])
+        codec.decode_value(tree, [bytes(8)])
 
 
 def test_pickled_arrays_are_refused():
     buffer = io.BytesIO()
     np.save(buffer, np.array([object()], dtype=object), allow_pickle=True)
     with pytest.raises(ProtocolError):
-        protocol.decode_value({"t": "ndarray", "blob": 0}, [buffer.getvalue()])
+        codec.decode_value({"t": "ndarray", "blob": 0}, [buffer.getvalue()])
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_malformed_messages_are_refused(body):
 @pytest.mark.parametrize("tree", [{"t": "pickle"}, {"x": 1}, [1, 2], {"t": "ndarray"}])
 def test_malformed_values_are_refused(tree):
     with pytest.raises(ProtocolError):
-        protocol.decode_value(tree, [])
+        codec.decode_value(tree, [])
 
 
 def test_a_reader_times_out_and_sees_eof():
@@ -152,4 +153,75 @@ def test_a_reader_takes_messages_in_pieces_and_keeps_what_came_ahead():
             reader.read(deadline=0)
     finally:
         os.close(w)
+        os.close(r)
+
+
+def _body(head: bytes, blobs: bytes = b"") -> bytes:
+    return struct.pack(">I", len(head)) + head + blobs
+
+
+@pytest.mark.parametrize(
+    "body",
+    [_body(b"[" * 100_000),  # json.loads would raise RecursionError
+     _body(b'{"x":' * 300 + b"1" + b"}" * 300),
+     _body(b'{"blobs":[1,1]}', b"a"),  # blobs that add up to less than sent
+     _body(b'{"blobs":[-1]}'),
+     _body(b'{"blobs":' + str([0] * (protocol.MAX_BLOBS + 1)).encode() + b"}"),
+     struct.pack(">I", protocol.MAX_HEADER + 1) + b"{}",  # a header length over the limit
+     _body(b'{"blobs":[], "x": "\xff"}')],  # a header that is not UTF-8
+    ids=["deep-list", "deep-object", "short-blobs", "negative-blob", "too-many-blobs",
+         "long-header", "not-utf8"],
+)
+def test_framing_limits_are_checked_before_parsing(body):
+    with pytest.raises(ProtocolError):
+        protocol.unpack(body)
+
+
+def test_brackets_inside_strings_and_the_deepest_value_pass_the_depth_check():
+    header = {"text": "[" * 10_000, "quoted": '"[' * 1000}
+    assert protocol.unpack(protocol.pack(header, [])[8:]) == (header, [])
+    deep: object = 1
+    for _ in range(3 * codec.MAX_DEPTH):
+        deep = {"k": [deep]}
+    blobs: list[bytes] = []
+    tree = codec.encode_value({"result": deep, "args_after": [deep]}, blobs)
+    assert protocol.unpack(protocol.pack({"id": 1, "ok": tree}, blobs)[8:])[0]["ok"] == tree
+
+
+def test_a_whole_message_is_parsed_only_if_its_length_is_its_own():
+    packed = protocol.pack({"op": "ping"}, [b"x"])
+    assert protocol.parse(packed) == ({"op": "ping"}, [b"x"])
+    for data in (packed[:-1], packed + b"y", packed[:5]):
+        with pytest.raises(ProtocolError):
+            protocol.parse(data)
+    with pytest.raises(ProtocolError):
+        protocol.parse(packed, limit=len(packed) - 9)
+
+
+def test_a_reader_limits_each_message_before_reading_it():
+    r, w = os.pipe()
+    try:
+        os.write(w, protocol.pack({"id": 1}, [bytes(100)]))
+        with pytest.raises(ProtocolError, match="over the limit"):
+            protocol.Reader(r, limit=50).read(deadline=time.monotonic() + 10)
+    finally:
+        os.close(w)
+        os.close(r)
+
+
+def test_a_non_blocking_reader_returns_what_is_complete_and_then_sees_eof():
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    reader = protocol.Reader(r)
+    try:
+        assert reader.read_ready() == []  # nothing yet: no wait
+        data = protocol.pack({"id": 1}, []) + protocol.pack({"id": 2}, [b"y"])
+        os.write(w, data[:-3])
+        assert reader.read_ready() == [({"id": 1}, [])]
+        os.write(w, data[-3:])
+        assert reader.read_ready() == [({"id": 2}, [b"y"])]
+        os.close(w)
+        with pytest.raises(protocol.ChannelClosed):
+            reader.read_ready()
+    finally:
         os.close(r)

@@ -22,7 +22,7 @@ from kit import REPO
 
 import labkit
 from labkit.cli import main
-from labkit.sandbox import isolation, protocol
+from labkit.sandbox import codec, isolation
 from labkit.sandbox.host import (
     DEFAULT_LIMITS,
     OUTPUT_EXCERPT,
@@ -147,10 +147,10 @@ def job(tmp_path):
 def call(worker, name, *args, op="probe"):
     blobs: list[bytes] = []
     header = {"op": op, "module": "m", "name": name,
-              "args": protocol.encode_value(list(args), blobs)}
+              "args": codec.encode_value(list(args), blobs)}
     reply, reply_blobs = worker.request(header, blobs, 20.0)
     assert "ok" in reply, reply
-    return protocol.decode_value(reply["ok"], reply_blobs)
+    return codec.decode_value(reply["ok"], reply_blobs)
 
 
 def with_mode(config: SandboxConfig, mode: str) -> SandboxConfig:
@@ -343,13 +343,13 @@ def test_a_workers_first_import_is_the_import_systems(job, source):
         for _ in range(2):  # a failed import is tried again, as Python does
             blobs: list[bytes] = []
             reply, _ = worker.request({"op": "value", "module": "m", "name": "VALUE",
-                                       "args": protocol.encode_value([], blobs)}, blobs, 20.0)
+                                       "args": codec.encode_value([], blobs)}, blobs, 20.0)
             if isinstance(expected, str) and ":" in expected:
                 raised = reply["raised"]
                 assert f"{raised['type']}: {raised['message']}" == expected
                 assert imported["raised"] == raised
             else:
-                assert "ok" in imported and reply["ok"] == protocol.encode_value(expected, [])
+                assert "ok" in imported and reply["ok"] == codec.encode_value(expected, [])
         output = worker.output()
         worker.close()
     assert output.count("importing") == (3 if "print" in source else 0)

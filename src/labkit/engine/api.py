@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from labkit.engine._compat import draw_without_local_constants
 from labkit.engine.proxy import Observation, StudentRaised
-from labkit.sandbox.protocol import Opaque
+from labkit.sandbox.codec import Opaque
 
 __all__ = [
     "PROPERTY",

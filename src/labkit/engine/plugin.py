@@ -20,6 +20,7 @@ from labkit.course.catalogue import LabChecks, LabSpec
 from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
+from labkit.sandbox.codec import OpaqueValue
 from labkit.sandbox.host import (
     GradingTimeout,
     Sandbox,
@@ -27,7 +28,6 @@ from labkit.sandbox.host import (
     WorkerFailure,
     WorkerTimeout,
 )
-from labkit.sandbox.protocol import OpaqueValue
 
 # The whole grading ran past its limit: the call that was waiting ends, and remaining
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).

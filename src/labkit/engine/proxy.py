@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from labkit.sandbox import protocol
+from labkit.sandbox import codec, protocol
 from labkit.sandbox.host import Sandbox, Worker, WorkerCrashed, WorkerFailure
 
 
@@ -94,7 +94,7 @@ def _encode(op: str, key: str, fields: dict[str, Any]) -> tuple[dict[str, Any], 
     header = {"op": op, "module": key}
     for name, value in fields.items():
         if name in ("args", "kwargs"):
-            value = protocol.encode_value(value, blobs)
+            value = codec.encode_value(value, blobs)
         header[name] = value
     return header, blobs
 
@@ -201,7 +201,7 @@ class Session:
         if "raised" in reply:
             raise student_raised(reply["raised"], where)
         try:
-            return protocol.decode_value(reply["ok"], reply_blobs)
+            return codec.decode_value(reply["ok"], reply_blobs)
         except (KeyError, protocol.ProtocolError) as exc:
             self.failure = WorkerCrashed(None, f"unreadable reply: {exc}")
             raise self.failure from None

@@ -1,34 +1,50 @@
-"""Plain-data messages between the trusted grader and the student's worker.
+"""The one framing of every message between labkit's processes: a length, a JSON header,
+raw blobs.
 
-Nothing here unpickles. Values travel as a JSON tree; bytes, and the data of arrays and
-NumPy scalars, travel as blobs beside it. An array's blob is its raw data, with its dtype
-string and shape in the tree (a dtype with an object in it is refused); a structured
-array, whose dtype a string cannot name, travels as a `.npy` blob read back with
-`allow_pickle=False`. Anything else the student returns becomes an `opaque` record
-naming its type, so an object with a lying `__eq__` or `__float__` never reaches the
-trusted side.
+The trusted grader and its workers, the grader and its zygote (control socket and job
+bundle), `labkit batch` and its grading processes, `labkit grade` and its daemon all
+send messages framed here. A message is an 8-byte length, a 4-byte header length, the
+header (a JSON object, which lists the sizes of the blobs) and the blobs. Nothing is
+ever unpickled, and what the other side sent is checked against limits before it is
+allocated or parsed: the whole length (before it is read), the header's length and
+bracket depth (before `json.loads`, which would otherwise raise `RecursionError`), the
+number of blobs and their sizes. Malformed input is a `ProtocolError`, never a
+`MemoryError` or a `RecursionError`.
+
+Standard library only: the batch's parent process frames messages too, and it never
+imports NumPy (values are encoded in `labkit.sandbox.codec`).
 """
 
 from __future__ import annotations
 
-import io
 import json
-import math
 import os
+import re
 import select
 import struct
 import time
+from itertools import accumulate
 from typing import Any
 
-import numpy as np
-
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
-MAX_DEPTH = 64
+MAX_HEADER = 16 * 1024 * 1024  # values travel in the header; arrays' data in blobs
+MAX_BLOBS = 1 << 20
+# Room for a value tree of `codec.MAX_DEPTH` containers (up to three JSON levels each)
+# inside a message's header; json.loads is never asked to go deeper.
+MAX_HEADER_DEPTH = 256
 _LEN = struct.Struct(">Q")
+_HEAD = struct.Struct(">I")
 # Bytes asked for by a message's first read (a buffer this size is allocated for every
 # read: kept under malloc's mmap threshold) and by the reads of a large message's rest.
 _FIRST_READ = 64 * 1024
 _READ_SIZE = 1 << 20
+# A JSON string (what json.dumps writes, and the only way JSON hides a bracket).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP = tuple({ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}.get(b, 0)
+              for b in range(256))
+
+Message = tuple[dict[str, Any], list[bytes]]
 
 
 class ProtocolError(Exception):
@@ -43,181 +59,65 @@ class ChannelTimeout(Exception):
     """No complete message arrived before the deadline."""
 
 
-# --- values -----------------------------------------------------------------------------
-
-
-def _encode_array(array: np.ndarray, tag: str, blobs: list[bytes]) -> dict[str, Any]:
-    """A plain array as its raw data (in Fortran order if that is how it is laid out).
-
-    Raw data with a dtype string costs a few microseconds each way; a `.npy` header
-    is written and parsed (`ast.literal_eval`) for every value, ten times as long.
-    """
-    if array.dtype.names is not None:  # structured: only .npy describes its dtype
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        blobs.append(buffer.getvalue())
-        return {"t": tag, "blob": len(blobs) - 1}
-    fortran = array.ndim > 1 and array.flags.f_contiguous and not array.flags.c_contiguous
-    blobs.append(array.tobytes(order="F" if fortran else "C"))
-    tree = {"t": tag, "blob": len(blobs) - 1, "dtype": array.dtype.str, "shape": list(array.shape)}
-    if fortran:
-        tree["order"] = "F"
-    return tree
-
-
-def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
-    """Inverse of `_encode_array`: a new, writable array; refuses object dtypes."""
-    blob = blobs[tree["blob"]]
-    if "dtype" not in tree:
-        return np.load(io.BytesIO(blob), allow_pickle=False)
-    name, shape = tree["dtype"], tree["shape"]
-    if type(name) is not str or type(shape) is not list:
-        raise ValueError("bad dtype or shape")
-    dtype = np.dtype(name)
-    if dtype.hasobject or dtype.names is not None or dtype.str != name:
-        raise ValueError(f"dtype {name!r} may not travel")
-    if not all(type(n) is int and n >= 0 for n in shape):
-        raise ValueError("bad shape")
-    if math.prod(shape) * dtype.itemsize != len(blob):
-        raise ValueError("the data does not match the shape")
-    order = "F" if tree.get("order") == "F" else "C"
-    return np.ndarray(shape, dtype, buffer=blob, order=order).copy(order="K")
-
-
-def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
-    """Turn `value` into a JSON-able tree, appending binary parts to `blobs`."""
-    if depth > MAX_DEPTH:
-        return {"t": "opaque", "type": "<too deeply nested>"}
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    # Containers first: argument lists, shapes and keyword arguments are the usual case.
-    if isinstance(value, list | tuple):
-        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
-        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
-    if isinstance(value, dict):
-        pairs = [
-            [encode_value(k, blobs, depth + 1), encode_value(v, blobs, depth + 1)]
-            for k, v in dict.items(value)
-        ]
-        return {"t": "dict", "v": pairs}
-    if isinstance(value, bool):  # subclasses keep only their honest base value
-        return bool.__bool__(value)
-    if isinstance(value, int):
-        return int.__index__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, str):
-        return str.__str__(value)
-    if value is Ellipsis:
-        return {"t": "ellipsis"}
-    if isinstance(value, slice):  # indexing expressions travel too (lab01)
-        parts = (value.start, value.stop, value.step)
-        return {"t": "slice", "v": [encode_value(p, blobs, depth + 1) for p in parts]}
-    if isinstance(value, complex):
-        return {"t": "complex", "v": [complex.__complex__(value).real, value.imag]}
-    if isinstance(value, np.ndarray | np.generic):
-        if isinstance(value, np.ndarray) and value.dtype.hasobject:
-            return {"t": "opaque", "type": "numpy.ndarray[object]"}
-        tag = "ndarray" if isinstance(value, np.ndarray) else "npscalar"
-        return _encode_array(np.asarray(value), tag, blobs)
-    if isinstance(value, bytes | bytearray):
-        blobs.append(bytes(value))
-        return {"t": "bytes", "blob": len(blobs) - 1}
-    return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
-
-
-class OpaqueValue(AssertionError):
-    """A grader compared or converted an `Opaque`: the check fails, naming the type."""
-
-    def __init__(self, type_name: str) -> None:
-        super().__init__(f"returned a {type_name}, which is not a plain value")
-        self.type_name = type_name
-
-
-class Opaque:
-    """Stands for a student value that could not travel as plain data.
-
-    Every comparison or conversion fails as an assertion, so a grader that meets one
-    marks the check as failed with a message naming the type, never as a pass.
-    """
-
-    def __init__(self, type_name: str) -> None:
-        self.type_name = type_name
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name} object>"
-
-    def _refuse(self, *_: Any) -> Any:
-        raise OpaqueValue(self.type_name)
-
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
-    __float__ = __int__ = __index__ = __bool__ = __len__ = __iter__ = _refuse
-    __array__ = __getitem__ = __hash__ = _refuse
-
-
-def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
-    """Inverse of `encode_value`; rejects anything not produced by it."""
-    if depth > MAX_DEPTH + 1:
-        raise ProtocolError("value nested too deeply")
-    if tree is None or type(tree) in (bool, int, float, str):
-        return tree
-    if type(tree) is not dict or "t" not in tree:
-        raise ProtocolError("malformed value")
-    tag = tree["t"]
-    try:
-        if tag in ("list", "tuple"):
-            items = [decode_value(item, blobs, depth + 1) for item in tree["v"]]
-            return tuple(items) if tag == "tuple" else items
-        if tag == "dict":
-            return {decode_value(k, blobs, depth + 1): decode_value(v, blobs, depth + 1)
-                    for k, v in tree["v"]}
-        if tag in ("ndarray", "npscalar"):
-            array = _decode_array(tree, blobs)
-            return array if tag == "ndarray" else array[()]
-        if tag == "bytes":
-            return blobs[tree["blob"]]
-        if tag == "ellipsis":
-            return Ellipsis
-        if tag == "slice":
-            return slice(*(decode_value(p, blobs, depth + 1) for p in tree["v"]))
-        if tag == "complex":
-            return complex(*tree["v"])
-        if tag == "opaque":
-            return Opaque(str(tree["type"]))
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise ProtocolError(f"malformed {tag!r} value: {exc}") from None
-    raise ProtocolError(f"unknown value tag {tag!r}")
-
-
-# --- framing ----------------------------------------------------------------------------
-
-
 def pack(header: dict[str, Any], blobs: list[bytes]) -> bytes:
     """One message: JSON header (with blob sizes) followed by the blobs."""
     header = {**header, "blobs": [len(b) for b in blobs]}
     head = json.dumps(header, allow_nan=True).encode()
-    body = struct.pack(">I", len(head)) + head + b"".join(blobs)
+    body = _HEAD.pack(len(head)) + head + b"".join(blobs)
     return _LEN.pack(len(body)) + body
 
 
-def unpack(body: bytes) -> tuple[dict[str, Any], list[bytes]]:
-    """Split a message body into its header and blobs, checking every size."""
+def unpack(body: bytes) -> Message:
+    """Split a message body (what follows the length) into its header and blobs,
+    checking every size, and the header's depth, before it is parsed."""
+    if len(body) < _HEAD.size:
+        raise ProtocolError("malformed message: no header length")
+    (head_len,) = _HEAD.unpack_from(body)
+    if head_len > MAX_HEADER or _HEAD.size + head_len > len(body):
+        raise ProtocolError(f"malformed message: a header of {head_len} bytes")
+    head = body[_HEAD.size : _HEAD.size + head_len]
+    if not _shallow(head):
+        raise ProtocolError("malformed message: header nested too deeply")
     try:
-        (head_len,) = struct.unpack_from(">I", body)
-        header = json.loads(str(body[4 : 4 + head_len], "utf-8"))  # as `pack` wrote it
-        sizes = header.pop("blobs")
-        if type(header) is not dict or not all(type(s) is int and s >= 0 for s in sizes):
-            raise ValueError("bad blob sizes")
-    except (struct.error, ValueError, KeyError, TypeError, AttributeError) as exc:
+        header = json.loads(head.decode())  # UTF-8, as `pack` wrote it
+    except ValueError as exc:
         raise ProtocolError(f"malformed message: {exc}") from None
-    blobs, offset = [], 4 + head_len
+    sizes = header.pop("blobs", None) if type(header) is dict else None
+    if (type(sizes) is not list or len(sizes) > MAX_BLOBS
+            or not all(type(s) is int and s >= 0 for s in sizes)):
+        raise ProtocolError("malformed message: bad blob sizes")
+    offset = _HEAD.size + head_len
+    if offset + sum(sizes) != len(body):
+        raise ProtocolError("message length does not match its blobs")
+    blobs = []
     for size in sizes:
         blobs.append(body[offset : offset + size])
         offset += size
-    if offset != len(body):
-        raise ProtocolError("message length does not match its blobs")
     return header, blobs
+
+
+def parse(data: bytes, limit: int = MAX_MESSAGE) -> Message:
+    """One whole message, length and all, as `pack` made it (a datagram, a sealed file)."""
+    if len(data) < _LEN.size:
+        raise ProtocolError("malformed message: no length")
+    (size,) = _LEN.unpack_from(data)
+    if size > limit or _LEN.size + size != len(data):
+        raise ProtocolError(f"message of {size} bytes in {len(data)} (limit {limit})")
+    return unpack(data[_LEN.size :])
+
+
+def _shallow(head: bytes) -> bool:
+    """Whether the JSON text `head` nests at most `MAX_HEADER_DEPTH` brackets deep.
+
+    Few brackets cannot nest deeply (the usual header); otherwise brackets inside
+    strings are dropped and the depth counted. For text that is not JSON the count
+    still bounds how deep json.loads gets before it fails: up to the first point where
+    the two disagree, they read the same strings.
+    """
+    if head.count(b"[") + head.count(b"{") <= MAX_HEADER_DEPTH:
+        return True
+    brackets = _STRING.sub(b"", head).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= MAX_HEADER_DEPTH
 
 
 def _wait(fd: int, deadline: float | None, write: bool = False) -> None:
@@ -241,7 +141,7 @@ def write_message(
 
 def write_all(fd: int, packed: bytes, deadline: float | None = None) -> None:
     """Write packed messages. The pipe nearly always has room: it is written first, and
-    waited on only when full."""
+    waited on only when full (a descriptor that can be full needs a deadline)."""
     data = memoryview(packed)
     while data:
         try:
@@ -253,40 +153,75 @@ def write_all(fd: int, packed: bytes, deadline: float | None = None) -> None:
 
 
 class Reader:
-    """Reads the messages arriving on one descriptor, in order.
+    """Reads the messages arriving on one descriptor, in order, each of at most `limit`
+    bytes (checked as soon as its length has come, before the rest is read).
 
     A message usually comes in one read, length and all. Bytes read beyond it belong
     to the next message (a sender may send several ahead, see `proxy.Session.send_ahead`)
     and are kept for the next `read`.
     """
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pending = b""
+    def __init__(self, fd: int, limit: int = MAX_MESSAGE) -> None:
+        self.fd, self.limit = fd, limit
+        self._chunks: list[bytes] = []  # read, not yet returned
+        self._have = 0  # their total length
+        self._size: int | None = None  # of the message they begin, once its length came
 
-    def read(self, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    def read(self, deadline: float | None = None) -> Message:
         """The next message; `deadline` is a `time.monotonic()` value or None to wait."""
-        chunks, have, size = [self.pending], len(self.pending), None
-        while size is None or have < _LEN.size + size:
-            if size is None and have >= _LEN.size:
-                chunks = [b"".join(chunks)]
-                (size,) = _LEN.unpack_from(chunks[0])
-                if size > MAX_MESSAGE:
-                    raise ProtocolError(f"message of {size} bytes is over the limit")
-                continue
-            wanted = _FIRST_READ if size is None else min(_LEN.size + size - have, _READ_SIZE)
-            chunk = self._chunk(deadline, wanted)
-            chunks.append(chunk)
-            have += len(chunk)
-        data = b"".join(chunks)
-        self.pending = data[_LEN.size + size :]
-        return unpack(data[_LEN.size : _LEN.size + size])
+        while (message := self._take()) is None:
+            self._add(self._chunk(deadline))
+        return message
 
-    def _chunk(self, deadline: float | None, wanted: int) -> bytes:
+    def read_ready(self) -> list[Message]:
+        """For a non-blocking descriptor a selector found readable: read once, and return
+        the messages now complete (perhaps none). `ChannelClosed` once the sender has
+        closed its end."""
+        try:
+            chunk = os.read(self.fd, self._wanted())
+        except BlockingIOError:
+            return []
+        if not chunk:
+            raise ChannelClosed()
+        self._add(chunk)
+        messages = []
+        while (message := self._take()) is not None:
+            messages.append(message)
+        return messages
+
+    def _wanted(self) -> int:
+        if self._size is None:
+            return _FIRST_READ
+        return min(_LEN.size + self._size - self._have, _READ_SIZE)
+
+    def _add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._have += len(chunk)
+
+    def _take(self) -> Message | None:
+        """The first message of what was read, if it is all there."""
+        if self._size is None:
+            if self._have < _LEN.size:
+                return None
+            if len(self._chunks) > 1:
+                self._chunks = [b"".join(self._chunks)]
+            (size,) = _LEN.unpack_from(self._chunks[0])
+            if size > self.limit:
+                raise ProtocolError(f"message of {size} bytes is over the limit")
+            self._size = size
+        end = _LEN.size + self._size
+        if self._have < end:
+            return None
+        data = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
+        rest = data[end:]
+        self._chunks, self._have, self._size = [rest] if rest else [], len(rest), None
+        return unpack(data[_LEN.size : end])
+
+    def _chunk(self, deadline: float | None) -> bytes:
         while True:
             _wait(self.fd, deadline)
             try:
-                chunk = os.read(self.fd, wanted)
+                chunk = os.read(self.fd, self._wanted())
             except BlockingIOError:
                 continue
             if not chunk:

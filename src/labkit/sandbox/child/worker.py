@@ -6,7 +6,7 @@ The zygote imports NumPy and the lab's trusted probes once, never the student's 
 for each worker the grader sends it a pair of pipes, an output pipe and the job's files
 over a Unix socket, and it forks a worker that runs in a fresh directory holding only
 those files, imports the student's modules and answers calls with plain data (see
-`protocol`). Forking after the imports is what keeps a fresh worker cheap.
+`codec`). Forking after the imports is what keeps a fresh worker cheap.
 
 The zygote is a child subreaper: whatever a worker starts, even a double-forked daemon
 in its own session, stays its descendant, and it is killed with the worker.
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from labkit.sandbox import protocol
+from labkit.sandbox import codec, protocol
 
 # Bound before any student module is imported (see Worker.observe).
 _SHARES = np.shares_memory
@@ -109,8 +109,8 @@ class Worker:
 
     def handle(self, request: dict[str, Any], blobs: list[bytes]) -> Any:
         op = request["op"]
-        args = protocol.decode_value(request.get("args", {"t": "list", "v": []}), blobs)
-        kwargs = protocol.decode_value(request.get("kwargs", {"t": "dict", "v": []}), blobs)
+        args = codec.decode_value(request.get("args", {"t": "list", "v": []}), blobs)
+        kwargs = codec.decode_value(request.get("kwargs", {"t": "dict", "v": []}), blobs)
         if op == "import":
             self.module(request.get("module"))
             return None
@@ -167,7 +167,7 @@ class Worker:
         reply_blobs: list[bytes] = []
         try:
             result = self.handle(request, blobs)
-            reply = {"ok": protocol.encode_value(result, reply_blobs)}
+            reply = {"ok": codec.encode_value(result, reply_blobs)}
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: B036 - reported as data
             reply_blobs = []
             reply = {"raised": _describe_exception(exc)}

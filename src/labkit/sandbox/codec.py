@@ -1,0 +1,169 @@
+"""Values as they cross the process boundary: a JSON tree, with binary parts as blobs.
+
+Nothing here unpickles. Bytes, and the data of arrays and NumPy scalars, travel as blobs
+beside the tree (`labkit.sandbox.protocol` frames the two). An array's blob is its raw
+data, with its dtype string and shape in the tree (a dtype with an object in it is
+refused); a structured array, whose dtype a string cannot name, travels as a `.npy`
+blob read back with `allow_pickle=False`. Anything else the student returns becomes an
+`opaque` record naming its type, so an object with a lying `__eq__` or `__float__`
+never reaches the trusted side.
+
+Apart from the framing because it needs NumPy, which the batch's parent process never
+imports.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import numpy as np
+
+from labkit.sandbox.protocol import ProtocolError
+
+MAX_DEPTH = 64  # containers in a value; deeper ones travel as opaque
+
+
+def _encode_array(array: np.ndarray, tag: str, blobs: list[bytes]) -> dict[str, Any]:
+    """A plain array as its raw data (in Fortran order if that is how it is laid out).
+
+    Raw data with a dtype string costs a few microseconds each way; a `.npy` header
+    is written and parsed (`ast.literal_eval`) for every value, ten times as long.
+    """
+    if array.dtype.names is not None:  # structured: only .npy describes its dtype
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        blobs.append(buffer.getvalue())
+        return {"t": tag, "blob": len(blobs) - 1}
+    fortran = array.ndim > 1 and array.flags.f_contiguous and not array.flags.c_contiguous
+    blobs.append(array.tobytes(order="F" if fortran else "C"))
+    tree = {"t": tag, "blob": len(blobs) - 1, "dtype": array.dtype.str, "shape": list(array.shape)}
+    if fortran:
+        tree["order"] = "F"
+    return tree
+
+
+def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
+    """Inverse of `_encode_array`: a new, writable array; refuses object dtypes."""
+    blob = blobs[tree["blob"]]
+    if "dtype" not in tree:
+        return np.load(io.BytesIO(blob), allow_pickle=False)
+    name, shape = tree["dtype"], tree["shape"]
+    if type(name) is not str or type(shape) is not list:
+        raise ValueError("bad dtype or shape")
+    dtype = np.dtype(name)
+    if dtype.hasobject or dtype.names is not None or dtype.str != name:
+        raise ValueError(f"dtype {name!r} may not travel")
+    if not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("bad shape")
+    if math.prod(shape) * dtype.itemsize != len(blob):
+        raise ValueError("the data does not match the shape")
+    order = "F" if tree.get("order") == "F" else "C"
+    return np.ndarray(shape, dtype, buffer=blob, order=order).copy(order="K")
+
+
+def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
+    """Turn `value` into a JSON-able tree, appending binary parts to `blobs`."""
+    if depth > MAX_DEPTH:
+        return {"t": "opaque", "type": "<too deeply nested>"}
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    # Containers first: argument lists, shapes and keyword arguments are the usual case.
+    if isinstance(value, list | tuple):
+        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
+        return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
+    if isinstance(value, dict):
+        pairs = [
+            [encode_value(k, blobs, depth + 1), encode_value(v, blobs, depth + 1)]
+            for k, v in dict.items(value)
+        ]
+        return {"t": "dict", "v": pairs}
+    if isinstance(value, bool):  # subclasses keep only their honest base value
+        return bool.__bool__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if value is Ellipsis:
+        return {"t": "ellipsis"}
+    if isinstance(value, slice):  # indexing expressions travel too (lab01)
+        parts = (value.start, value.stop, value.step)
+        return {"t": "slice", "v": [encode_value(p, blobs, depth + 1) for p in parts]}
+    if isinstance(value, complex):
+        return {"t": "complex", "v": [complex.__complex__(value).real, value.imag]}
+    if isinstance(value, np.ndarray | np.generic):
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:
+            return {"t": "opaque", "type": "numpy.ndarray[object]"}
+        tag = "ndarray" if isinstance(value, np.ndarray) else "npscalar"
+        return _encode_array(np.asarray(value), tag, blobs)
+    if isinstance(value, bytes | bytearray):
+        blobs.append(bytes(value))
+        return {"t": "bytes", "blob": len(blobs) - 1}
+    return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
+
+
+class OpaqueValue(AssertionError):
+    """A grader compared or converted an `Opaque`: the check fails, naming the type."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(f"returned a {type_name}, which is not a plain value")
+        self.type_name = type_name
+
+
+class Opaque:
+    """Stands for a student value that could not travel as plain data.
+
+    Every comparison or conversion fails as an assertion, so a grader that meets one
+    marks the check as failed with a message naming the type, never as a pass.
+    """
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object>"
+
+    def _refuse(self, *_: Any) -> Any:
+        raise OpaqueValue(self.type_name)
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    __float__ = __int__ = __index__ = __bool__ = __len__ = __iter__ = _refuse
+    __array__ = __getitem__ = __hash__ = _refuse
+
+
+def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
+    """Inverse of `encode_value`; rejects anything not produced by it."""
+    if depth > MAX_DEPTH + 1:
+        raise ProtocolError("value nested too deeply")
+    if tree is None or type(tree) in (bool, int, float, str):
+        return tree
+    if type(tree) is not dict or "t" not in tree:
+        raise ProtocolError("malformed value")
+    tag = tree["t"]
+    try:
+        if tag in ("list", "tuple"):
+            items = [decode_value(item, blobs, depth + 1) for item in tree["v"]]
+            return tuple(items) if tag == "tuple" else items
+        if tag == "dict":
+            return {decode_value(k, blobs, depth + 1): decode_value(v, blobs, depth + 1)
+                    for k, v in tree["v"]}
+        if tag in ("ndarray", "npscalar"):
+            array = _decode_array(tree, blobs)
+            return array if tag == "ndarray" else array[()]
+        if tag == "bytes":
+            return blobs[tree["blob"]]
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag == "slice":
+            return slice(*(decode_value(p, blobs, depth + 1) for p in tree["v"]))
+        if tag == "complex":
+            return complex(*tree["v"])
+        if tag == "opaque":
+            return Opaque(str(tree["type"]))
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"malformed {tag!r} value: {exc}") from None
+    raise ProtocolError(f"unknown value tag {tag!r}")
