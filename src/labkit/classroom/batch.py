@@ -38,6 +38,7 @@ from labkit import __version__, fileset, i18n
 from labkit.classroom import submissions
 from labkit.classroom.gradebook import FILE_NAME, Gradebook
 from labkit.course.catalogue import LabSpec, lab_checks
+from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
 from labkit.sandbox import isolation
 
@@ -48,7 +49,7 @@ WALL_SLACK = 15.0  # s beyond the lab's own limits before a grading is cut off
 NO_ISOLATION = "none"  # the isolation recorded when nothing of the student's ran
 
 
-class BatchError(Exception):
+class BatchError(EnglishError):
     """The batch as a whole cannot go on (one line, for the CLI)."""
 
 

@@ -22,13 +22,14 @@ from pathlib import Path
 
 from labkit.classroom.gradebook import Gradebook, GradebookError, locate
 from labkit.course import catalogue as registry
+from labkit.errors import EnglishError
 from labkit.fsutil import write_atomic
 
 FORMATS = ("csv", "jsonl")  # gradescope: `labkit.interop.gradescope`
 DEFAULT_NAMES = {"csv": "grades.csv", "jsonl": "results.jsonl"}
 
 
-class ExportError(Exception):
+class ExportError(EnglishError):
     """The export cannot be made (one line, for the CLI)."""
 
 

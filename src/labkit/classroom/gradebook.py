@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from labkit.errors import EnglishError
 from labkit.results import LabResult
 
 SCHEMA_VERSION = 1
@@ -97,7 +98,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
-class GradebookError(Exception):
+class GradebookError(EnglishError):
     """The file is not a gradebook this kit can use (e.g. written by a newer one)."""
 
 

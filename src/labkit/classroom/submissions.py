@@ -20,10 +20,10 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from labkit import fileset, i18n
+from labkit import fileset
 from labkit.course.catalogue import LabSpec
+from labkit.errors import LabkitError
 from labkit.student import workspace
 
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a zip declaring more than this is refused
@@ -32,16 +32,8 @@ SEARCH_DEPTH = 2  # how deep inside an entry the lab's files may sit (e.g. alice
 _IGNORED = ("__MACOSX", "__pycache__")
 
 
-class SubmissionError(Exception):
+class SubmissionError(LabkitError):
     """An entry that cannot be graded; `key` and `params` name a kit message."""
-
-    def __init__(self, key: str, **params: Any) -> None:
-        super().__init__(key, params)
-        self.key = key
-        self.params = params
-
-    def text(self, lang: str) -> str:
-        return i18n.t(self.key, lang, **self.params)
 
 
 @dataclass(frozen=True, slots=True)

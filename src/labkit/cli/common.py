@@ -1,4 +1,4 @@
-"""What several audiences' commands share: the common options, `die`, finding a lab."""
+"""What several audiences' commands share: the common options, `die`, the checkout."""
 
 from __future__ import annotations
 
@@ -10,10 +10,18 @@ import click
 
 from labkit import i18n
 from labkit.course import catalogue as registry
-from labkit.course.catalogue import LabSpec, UnknownLab
+
+LANG = "labkit.lang"  # the chosen language, in the click context's meta
+
+
+def chosen_lang(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    """`--lang`, else the locale's, else English; kept where the group's error line finds it."""
+    ctx.meta[LANG] = lang = i18n.detect_lang(value)
+    return lang
+
 
 LANG_OPTION = click.option(
-    "--lang", type=click.Choice(i18n.LANGUAGES), default=None,
+    "--lang", type=click.Choice(i18n.LANGUAGES), default=None, callback=chosen_lang,
     help="Language of messages (default: from the locale, else English).",
 )
 DIR_OPTION = click.option(
@@ -30,20 +38,6 @@ def die(message: str) -> NoReturn:
     """Print one line on stderr and exit 2 (bad usage or input)."""
     click.echo(f"labkit: {message}", err=True)
     sys.exit(2)
-
-
-def find_lab(lab_id: str, lang: str) -> LabSpec:
-    """The lab called `lab_id`, or exit 2 with a suggestion or the list of labs."""
-    try:
-        return registry.get_lab(lab_id)
-    except UnknownLab as exc:
-        message = i18n.t("unknown_lab", lang, lab=lab_id)
-        if exc.suggestion:
-            message += i18n.t("did_you_mean", lang, suggestion=exc.suggestion)
-        else:
-            labs = ", ".join(lab.id for lab in registry.catalogue())
-            message += i18n.t("available_labs", lang, labs=labs)
-        die(message)
 
 
 def checkout(repo: Path | None) -> Path:

@@ -9,7 +9,6 @@ import time
 import click
 
 from labkit import __version__, i18n
-from labkit.cli.common import die
 from labkit.sandbox import isolation
 from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
@@ -54,10 +53,7 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
               help="Check this isolation (default: $LABKIT_ISOLATION, else auto).")
 def doctor(mode: str | None) -> None:
     """The Python, the kit, the isolation a grading would use here and why, the limits."""
-    try:
-        lines = report(mode)
-    except isolation.IsolationError as exc:
-        die(str(exc))
+    lines = report(mode)
     lines.append(("grading daemon", _daemon_line()))
     width = max(len(name) for name, _ in lines)
     for name, value in lines:

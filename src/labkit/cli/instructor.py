@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from labkit import i18n
-from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die, find_lab
+from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
 OUT_OPTION = click.option(
@@ -33,7 +32,7 @@ COURSE_ID_OPTION = click.option(
 @click.option("--nbgrader-db", default=None, metavar="PATH",
               help="Also write the grades into this nbgrader gradebook (see `labkit nbgrader`).")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
-          regrade: bool, lang: str | None, nbgrader_db: str | None) -> None:
+          regrade: bool, lang: str, nbgrader_db: str | None) -> None:
     """Grade a class: each folder or .zip in SUBMISSIONS is one student's workspace.
 
     Results go to OUT/gradebook.sqlite as each submission finishes; running the same
@@ -41,17 +40,13 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     """
     from labkit.classroom import batch as batching
     from labkit.classroom import report
-    from labkit.classroom.gradebook import GradebookError
     from labkit.cli import progress
 
-    lang = i18n.detect_lang(lang)
-    lab = find_lab(lab_id, lang)
+    lab = registry.get_lab(lab_id)
     show = progress.for_terminal()
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
                                       regrade=regrade, lang=lang, on_event=show)
-    except (batching.BatchError, GradebookError) as exc:
-        die(str(exc))
     finally:
         show.close()
     if summary.ignored:
@@ -79,13 +74,10 @@ def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None
     from labkit.classroom import exports
     from labkit.interop import gradescope
 
-    try:
-        if fmt == "gradescope":
-            dest, count = gradescope.export(out, output, lab_id)
-        else:
-            dest, count = exports.export(out, fmt, output, lab_id)
-    except exports.ExportError as exc:
-        die(str(exc))
+    if fmt == "gradescope":
+        dest, count = gradescope.export(out, output, lab_id)
+    else:
+        dest, count = exports.export(out, fmt, output, lab_id)
     click.echo(f"wrote {dest} ({count} students)")
 
 
@@ -96,12 +88,9 @@ def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None
 @click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
 def report_command(out: Path, html_file: Path | None, lab_id: str | None) -> None:
     """What the class got wrong: score distribution and per-check pass rates."""
-    from labkit.classroom import exports, report
+    from labkit.classroom import report
 
-    try:
-        summary = report.from_gradebook(out, lab_id)
-    except exports.ExportError as exc:
-        die(str(exc))
+    summary = report.from_gradebook(out, lab_id)
     click.echo(report.text(summary))
     if html_file is not None:
         report.write_html(summary, html_file)
@@ -122,18 +111,17 @@ def nbgrader_group() -> None:
 @REPO_OPTION
 @LANG_OPTION
 def nbgrader_export(course: Path, labs: tuple[str, ...], hide: tuple[str, ...], course_id: str,
-                    repo: Path | None, lang: str | None) -> None:
+                    repo: Path | None, lang: str) -> None:
     """Write COURSE/nbgrader_config.py and COURSE/source/LAB/LAB.ipynb for each LAB
     (default: every lab), ready for `nbgrader generate_assignment LAB`."""
     from labkit.interop import nbgrader as nbgrader_course
 
-    lang = i18n.detect_lang(lang)
     repo = checkout(repo)
-    chosen = [find_lab(lab_id, lang) for lab_id in labs] or list(registry.catalogue())
+    chosen = [registry.get_lab(lab_id) for lab_id in labs] or list(registry.catalogue())
     try:
         exported = nbgrader_course.export_course(course, chosen, repo / "solutions", lang,
                                                  course_id, hide)
-    except (nbgrader_course.ExportError, OSError) as exc:
+    except OSError as exc:  # the course folder cannot be written
         die(str(exc))
     for path in exported.notebooks:
         click.echo(f"wrote {path}")
@@ -156,13 +144,9 @@ def nbgrader_push(out: Path, db: str, labs: tuple[str, ...], course_id: str) -> 
 def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
                      verbose: bool = False) -> None:
     """OUT's current gradings into nbgrader's gradebook (`nbgrader push`, `batch --nbgrader-db`)."""
-    from labkit.classroom.gradebook import GradebookError
     from labkit.interop import nbgrader as nbgrader_course
 
-    try:
-        pushed = nbgrader_course.push_gradebook(out, db, labs, course_id)
-    except (GradebookError, nbgrader_course.PushError) as exc:
-        die(str(exc))
+    pushed = nbgrader_course.push_gradebook(out, db, labs, course_id)
     for student, lab, score, max_score in pushed.rows if verbose else ():
         click.echo(f"{lab}  {student}  {score:g}/{max_score:g}")
     click.echo(f"{len(pushed.rows)} grade(s) written to nbgrader's gradebook {db}")

@@ -15,16 +15,25 @@ from typing import Any
 
 import click
 
-from labkit import __version__
+from labkit import __version__, i18n
 from labkit.cli import dev, doctor, instructor, student
-from labkit.cli.common import die
+from labkit.cli.common import LANG, die
+from labkit.errors import LabkitError
 
 
 class OneLineErrors(click.Group):
     """Usage errors and unexpected failures end in one line on stderr, never a traceback.
 
+    A `LabkitError` from any command is told here, once, in the command's `--lang`.
     Set LABKIT_DEBUG=1 to see the traceback of an unexpected failure.
     """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LabkitError as exc:
+            click.echo(f"labkit: {exc.text(ctx.meta.get(LANG) or i18n.detect_lang())}", err=True)
+            sys.exit(exc.exit_code)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -39,10 +48,6 @@ class OneLineErrors(click.Group):
         except click.Abort:
             die("aborted")
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
-            from labkit.sandbox.isolation import IsolationError
-
-            if isinstance(exc, IsolationError):  # e.g. LABKIT_ISOLATION=bwrap without bwrap
-                die(str(exc))
             if os.environ.get("LABKIT_DEBUG"):
                 raise
             die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")

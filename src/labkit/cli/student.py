@@ -5,27 +5,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
 from labkit import i18n
 from labkit.cli import render
-from labkit.cli.common import DIR_OPTION, LANG_OPTION, die, find_lab
+from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
 from labkit.results import Status
 from labkit.student import workspace
 
 
-def workspace_error(exc: workspace.WorkspaceError, lang: str) -> NoReturn:
-    die(i18n.t(exc.key, lang, **exc.params))
-
-
 @click.command("list")
 @LANG_OPTION
-def list_labs(lang: str | None) -> None:
+def list_labs(lang: str) -> None:
     """Every lab, and how far you are with the ones under this folder."""
-    lang = i18n.detect_lang(lang)
     found = workspace.find_workspaces(Path.cwd())
     for lab in registry.catalogue():
         here = found.get(lab.id)
@@ -45,15 +39,11 @@ def list_labs(lang: str | None) -> None:
 @DIR_OPTION
 @LANG_OPTION
 @click.option("--force", is_flag=True, help="Move an existing workspace to a backup first.")
-def fetch(lab_id: str, directory: Path | None, lang: str | None, force: bool) -> None:
+def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
     """Put LAB's stubs and README into ./LAB (or --dir)."""
-    lang = i18n.detect_lang(lang)
-    lab = find_lab(lab_id, lang)
+    lab = registry.get_lab(lab_id)
     dest = directory or Path.cwd() / lab.id
-    try:
-        fetched = workspace.fetch(lab, dest, lang, force=force)
-    except workspace.WorkspaceError as exc:
-        workspace_error(exc, lang)
+    fetched = workspace.fetch(lab, dest, lang, force=force)
     if fetched.backup:
         click.echo(i18n.t("backed_up", lang, backup=fetched.backup))
     dir_option = f" --dir {dest}" if directory else ""
@@ -72,15 +62,14 @@ def fetch(lab_id: str, directory: Path | None, lang: str | None, force: bool) ->
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @LANG_OPTION
 def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
-          lang: str | None) -> None:
+          lang: str) -> None:
     """Grade your LAB workspace and show every check."""
     from labkit.student import policy
 
     if as_json and fmt not in (None, "json"):
         die(f"--json and --format {fmt} contradict each other")
     fmt = fmt or ("json" if as_json else "table")
-    lang = i18n.detect_lang(lang)
-    lab = find_lab(lab_id, lang)
+    lab = registry.get_lab(lab_id)
     path = directory or Path.cwd() / lab.id
     try:
         # an autograder (gradescope) grades once: leaving a warm daemon would buy nothing
@@ -90,9 +79,9 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
             from labkit.classroom import batch
             from labkit.interop import gradescope
 
-            failed = batch.error_result(lab, i18n.t(exc.key, lang, **exc.params), lang)
+            failed = batch.error_result(lab, exc.text(lang), lang)
             click.echo(json.dumps(gradescope.document(failed), ensure_ascii=False, indent=2))
-        workspace_error(exc, lang)
+        raise
     try:
         workspace.record_grade(path, result)
     except OSError:
@@ -111,10 +100,9 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
 @click.argument("check_id", metavar="[CHECK]", required=False)
 @DIR_OPTION
 @LANG_OPTION
-def hint(lab_id: str, check_id: str | None, directory: Path | None, lang: str | None) -> None:
+def hint(lab_id: str, check_id: str | None, directory: Path | None, lang: str) -> None:
     """Hints for the checks that failed in your last grade of LAB (or for CHECK)."""
-    lang = i18n.detect_lang(lang)
-    lab = find_lab(lab_id, lang)
+    lab = registry.get_lab(lab_id)
     checks = registry.lab_checks(lab)
     if check_id is not None and check_id not in {c.id for c in checks.checks}:
         die(i18n.t("unknown_check", lang, lab=lab.id, check=check_id))
@@ -131,11 +119,10 @@ def daemon_group() -> None:
 
 @daemon_group.command("status")
 @LANG_OPTION
-def daemon_status(lang: str | None) -> None:
+def daemon_status(lang: str) -> None:
     """List this user's grading daemons."""
     from labkit.student import daemon
 
-    lang = i18n.detect_lang(lang)
     found = daemon.running()
     if not daemon.enabled():
         click.echo(i18n.t("daemon_off", lang))
@@ -148,11 +135,11 @@ def daemon_status(lang: str | None) -> None:
 
 @daemon_group.command("stop")
 @LANG_OPTION
-def daemon_stop(lang: str | None) -> None:
+def daemon_stop(lang: str) -> None:
     """Stop this user's grading daemons (the next `labkit grade` starts afresh)."""
     from labkit.student import daemon
 
-    click.echo(i18n.t("daemon_stopped", i18n.detect_lang(lang), count=len(daemon.stop_all())))
+    click.echo(i18n.t("daemon_stopped", lang, count=len(daemon.stop_all())))
 
 
 @click.command("schema")

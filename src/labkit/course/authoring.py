@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from labkit.errors import EnglishError
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_STUB, END_STUB = "### BEGIN STUB", "### END STUB"
 
 
-class MarkerError(ValueError):
+class MarkerError(EnglishError, ValueError):
     """Unbalanced or misplaced solution/stub markers."""
 
 

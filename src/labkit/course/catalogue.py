@@ -8,23 +8,32 @@ from __future__ import annotations
 
 import difflib
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+from labkit import i18n
+from labkit.errors import LabkitError
 
 CATALOGUE_FORMAT = 1
 DEFAULT_CALL_TIMEOUT = 5.0
 DEFAULT_GRADE_TIMEOUT = 60.0
 
 
-class UnknownLab(LookupError):
-    """Raised for a lab id that is not in the catalogue; carries a suggestion."""
+class UnknownLab(LabkitError, LookupError):
+    """Raised for a lab id that is not in the catalogue; carries a suggestion, else the
+    ids there are, so the one line tells the student what to type instead."""
 
-    def __init__(self, lab_id: str, suggestion: str | None) -> None:
-        super().__init__(lab_id)
-        self.lab_id = lab_id
-        self.suggestion = suggestion
+    def __init__(self, lab_id: str, suggestion: str | None, labs: Sequence[str] = ()) -> None:
+        self.lab_id, self.suggestion, self.labs = lab_id, suggestion, tuple(labs)
+        super().__init__("unknown_lab", lab=lab_id)
+
+    def text(self, lang: str) -> str:
+        if self.suggestion:
+            return super().text(lang) + i18n.t("did_you_mean", lang, suggestion=self.suggestion)
+        return super().text(lang) + i18n.t("available_labs", lang, labs=", ".join(self.labs))
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,7 @@ def get_lab(lab_id: str, root: Path | None = None) -> LabSpec:
         if lab.id == lab_id.strip().lower():
             return lab
     close = difflib.get_close_matches(lab_id.lower(), [lab.id for lab in labs], n=1, cutoff=0.5)
-    raise UnknownLab(lab_id, close[0] if close else None)
+    raise UnknownLab(lab_id, close[0] if close else None, [lab.id for lab in labs])
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any
 from labkit import i18n
 from labkit.course.authoring import BEGIN, BEGIN_STUB, END, END_STUB, _uncomment
 from labkit.course.catalogue import LabSpec, lab_checks
+from labkit.errors import EnglishError
 from labkit.fsutil import write_atomic
 from labkit.results import LabResult
 from labkit.student.notebookfiles import FILE_MARKER, TEST_MARKER, is_test_cell
@@ -46,11 +47,11 @@ CONFIG_MARKER = "# Written by `labkit nbgrader export`"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
-class ExportError(ValueError):
+class ExportError(EnglishError, ValueError):
     """A lab cannot be exported (e.g. its solutions are not in this installation)."""
 
 
-class PushError(ValueError):
+class PushError(EnglishError, ValueError):
     """nbgrader's gradebook refused the grades (one line, for the CLI)."""
 
 

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.errors import EnglishError
+
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
 ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -47,7 +49,7 @@ _HANDSHAKE_SECONDS = 10.0
 _broken: dict[str, str] = {}  # bwrap path -> why it could not start a sandbox here
 
 
-class IsolationError(RuntimeError):
+class IsolationError(EnglishError, RuntimeError):
     """The requested isolation is not available (or not a known mode)."""
 
 

@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from labkit import i18n
+from labkit.errors import LabkitError
+
 if TYPE_CHECKING:
     pass
 
@@ -37,13 +40,15 @@ TEST_MARKER = "# labkit check"
 _MAGIC = re.compile(r"^\s*(?:[\w.,\[\]\s]+=\s*)?[%!]")
 
 
-class NotebookError(ValueError):
-    """The file is not a notebook this kit can read; `key`/`params` name a kit message."""
+class NotebookError(LabkitError, ValueError):
+    """The file is not a notebook this kit can read; `key`/`params` name a kit message.
 
-    def __init__(self, key: str, **params: Any) -> None:
-        super().__init__(key, params)
-        self.key = key
-        self.params = params
+    The message's `{notebook}` is the file's name, which only the caller that opened it
+    knows (`workspace` passes it on in a `WorkspaceError`); until then it is "the notebook".
+    """
+
+    def text(self, lang: str) -> str:
+        return i18n.t(self.key, lang, notebook=i18n.t("the_notebook", lang), **self.params)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.course.catalogue import LabSpec
+from labkit.errors import LabkitError
 from labkit.fsutil import write_atomic
 from labkit.results import LabResult
 
@@ -27,13 +28,8 @@ STATE_FILE = Path(".labkit") / "state.json"
 STATE_SCHEMA = "labkit.state/1"
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(LabkitError):
     """A problem with the student's files; `key` and `params` name a kit message."""
-
-    def __init__(self, key: str, **params: Any) -> None:
-        super().__init__(key, params)
-        self.key = key
-        self.params = params
 
 
 @dataclass(frozen=True)
