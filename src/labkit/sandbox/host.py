@@ -13,7 +13,6 @@ or a deadline passes. The zygote runs inside bubblewrap when it is available
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import secrets
 import selectors
@@ -411,7 +410,7 @@ class Zygote:
         assert self._control is not None
         if not self._ready:
             self._await_ready()
-        data = json.dumps(message).encode()
+        data = protocol.pack(message, [])
         try:
             if fds:
                 socket.send_fds(self._control, [data], fds)
@@ -429,7 +428,7 @@ class Zygote:
         if self._control is None or not self.alive:
             return
         try:
-            self._control.send(json.dumps(message).encode())
+            self._control.send(protocol.pack(message, []))
         except OSError:
             self.close()
             return
@@ -460,12 +459,15 @@ class Zygote:
         assert self._control is not None
         self._control.settimeout(timeout)
         try:
-            data = self._control.recv(65536)
+            data = self._control.recv(protocol.MAX_DATAGRAM)
         except OSError as exc:
             raise WorkerCrashed(None, f"the sandbox did not answer: {exc}") from None
         if not data:
             raise WorkerCrashed(None, "the sandbox stopped")
-        reply = json.loads(data)
+        try:
+            reply, _ = protocol.parse(data, protocol.MAX_DATAGRAM)
+        except protocol.ProtocolError as exc:
+            raise WorkerCrashed(None, f"the sandbox sent garbage: {exc}") from None
         if "error" in reply:
             raise WorkerCrashed(None, f"the sandbox refused: {reply['error']}")
         return reply
@@ -683,35 +685,31 @@ class Sandbox:
 
 
 def make_bundle(workdir: Path, probes: Path | None) -> int:
-    """A sealed memfd holding the regular files under `workdir` and the probe source.
+    """A sealed memfd holding the regular files under `workdir` and the probe source, as
+    one framed message: their names in the header, their contents as blobs (the probe
+    source last).
 
     The zygote reads it for every worker; being sealed, no worker can change what the
     next one gets.
     """
-    parts: list[bytes] = []
-    offset = 0
-    entries = []
+    names, blobs = [], []
     for path in sorted(workdir.rglob("*")):
         if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
             continue
-        data = path.read_bytes()
-        entries.append([path.relative_to(workdir).as_posix(), offset, len(data)])
-        parts.append(data)
-        offset += len(data)
-    probe_entry = None
+        names.append(path.relative_to(workdir).as_posix())
+        blobs.append(path.read_bytes())
+    probe_name = None
     if probes is not None:
         source = probes.read_bytes()
         if len(source) > MAX_PROBES_BYTES:
             raise ValueError(f"{probes} is over {MAX_PROBES_BYTES} bytes")
-        probe_entry = [str(probes), offset, len(source)]
-        parts.append(source)
-    header = json.dumps({"files": entries, "probes": probe_entry}).encode()
+        probe_name = str(probes)
+        blobs.append(source)
+    packed = protocol.pack({"files": names, "probes": probe_name}, blobs)
     fd = os.memfd_create("labkit-job", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         with os.fdopen(os.dup(fd), "wb") as handle:
-            handle.write(len(header).to_bytes(8, "big") + header)
-            for part in parts:
-                handle.write(part)
+            handle.write(packed)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
                     | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
     except BaseException:

@@ -29,6 +29,7 @@ from typing import Any
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
 MAX_HEADER = 16 * 1024 * 1024  # values travel in the header; arrays' data in blobs
 MAX_BLOBS = 1 << 20
+MAX_DATAGRAM = 64 * 1024  # a message sent as one datagram (the zygote's control socket)
 # Room for a value tree of `codec.MAX_DEPTH` containers (up to three JSON levels each)
 # inside a message's header; json.loads is never asked to go deeper.
 MAX_HEADER_DEPTH = 256

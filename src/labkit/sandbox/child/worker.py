@@ -259,20 +259,17 @@ def _limit(name: str, value: int) -> tuple[int, tuple[int, int]]:
 
 
 def _read_bundle(fd: int) -> tuple[dict[str, bytes], tuple[str, bytes] | None]:
-    """The job's files (and probe source) from the sealed memfd the grader sent."""
-    size = int.from_bytes(os.pread(fd, 8, 0), "big")
-    header = json.loads(os.pread(fd, size, 8))
-    base = 8 + size
-
-    def part(offset: int, length: int) -> bytes:
-        data = os.pread(fd, length, base + offset)
-        if len(data) != length:
-            raise ValueError("short job bundle")
-        return data
-
-    files = {rel: part(offset, length) for rel, offset, length in header["files"]}
-    probes = header.get("probes")
-    return files, ((probes[0], part(probes[1], probes[2])) if probes else None)
+    """The job's files (and probe source) from the sealed memfd the grader sent: one
+    framed message, the files' names in its header and their contents as its blobs."""
+    size = os.fstat(fd).st_size
+    if size > protocol.MAX_MESSAGE:
+        raise ValueError(f"a job bundle of {size} bytes")
+    header, blobs = protocol.parse(os.pread(fd, size, 0))
+    names, probes = header["files"], header["probes"]
+    if len(names) + (probes is not None) != len(blobs):
+        raise ValueError("the job bundle's names do not match its files")
+    files = dict(zip(names, blobs[: len(names)], strict=True))
+    return files, ((probes, blobs[-1]) if probes is not None else None)
 
 
 def _new_workdir(scratch: str) -> str:
@@ -635,11 +632,12 @@ def zygote(control_fd: int, scratch: str) -> None:
         pass
     probes: dict[bytes, Any] = {}
     workers: dict[int, dict[str, Any]] = {}
-    control.send(json.dumps({"ready": True, "pid": os.getpid()}).encode())
+    control.send(protocol.pack({"ready": True, "pid": os.getpid()}, []))
     while True:
         fds = array.array("i")
         try:
-            message, ancillary, _, _ = control.recvmsg(65536, socket.CMSG_LEN(4 * fds.itemsize))
+            message, ancillary, _, _ = control.recvmsg(protocol.MAX_DATAGRAM,
+                                                       socket.CMSG_LEN(4 * fds.itemsize))
         except OSError:
             break
         if not message:
@@ -647,9 +645,9 @@ def zygote(control_fd: int, scratch: str) -> None:
         for level, kind, data in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-        request = json.loads(message)
         _reap(workers)
         try:
+            request, _ = protocol.parse(message, protocol.MAX_DATAGRAM)
             reply = _serve(request, list(fds), probes, workers, control, scratch)
         except Exception as exc:  # noqa: BLE001 - report, and keep serving
             reply = {"error": f"{type(exc).__name__}: {exc}"}
@@ -659,7 +657,7 @@ def zygote(control_fd: int, scratch: str) -> None:
                     os.close(fd)
                 except OSError:
                     pass
-        control.send(json.dumps(reply).encode())
+        control.send(protocol.pack(reply, []))
     for worker in workers.values():
         worker["stopping"] = True
     _kill_strays(workers)
