@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import click
 
-from labkit import __version__, i18n
+from labkit import __version__, i18n, settings
 from labkit.sandbox import isolation
 from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
@@ -20,8 +19,8 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
     """
     lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
              ("labkit", __version__),
-             ("requested", f"{isolation.requested(value)} ({isolation.ENV_VAR}="
-                           f"{os.environ.get(isolation.ENV_VAR) or 'unset'})")]
+             ("requested", f"{isolation.requested(value)} ({settings.ISOLATION}="
+                           f"{settings.get(settings.ISOLATION) or 'unset'})")]
     try:
         zygote = Zygote(value)
     except isolation.IsolationError as exc:

@@ -9,13 +9,12 @@ nothing of this group; it adds them, so no module imports the one that imports i
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 import click
 
-from labkit import __version__, i18n
+from labkit import __version__, i18n, settings
 from labkit.cli import dev, doctor, instructor, student
 from labkit.cli.common import LANG, die
 from labkit.errors import LabkitError
@@ -48,7 +47,7 @@ class OneLineErrors(click.Group):
         except click.Abort:
             die("aborted")
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
-            if os.environ.get("LABKIT_DEBUG"):
+            if settings.flag(settings.DEBUG):
                 raise
             die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")
 

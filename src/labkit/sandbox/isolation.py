@@ -28,13 +28,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit import settings
 from labkit.errors import EnglishError
 
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
 ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-ENV_VAR = "LABKIT_ISOLATION"
+ENV_VAR = settings.ISOLATION  # the setting that picks the mode
 MODES = ("auto", "bwrap", "process")
 SANDBOX_UID = 65534  # "nobody": owns nothing on the host
 TMP_BYTES = 256 * 1024**2  # the sandbox's private /tmp, where workers' files live
@@ -64,7 +65,7 @@ class Isolation:
 
 def requested(value: str | None = None) -> str:
     """The requested mode: `value`, else `$LABKIT_ISOLATION`, else `auto`."""
-    mode = (value or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    mode = (value or settings.get(ENV_VAR) or "auto").strip().lower()
     if mode not in MODES:
         raise IsolationError(f"unknown isolation {mode!r} (expected one of: {', '.join(MODES)})")
     return mode
@@ -77,7 +78,7 @@ def choose(value: str | None = None) -> Isolation:
     earlier in this process; an explicit `bwrap` raises `IsolationError` instead.
     """
     mode = requested(value)
-    source = f"{ENV_VAR}={mode}" if not value and os.environ.get(ENV_VAR) else f"isolation={mode}"
+    source = f"{ENV_VAR}={mode}" if not value and settings.get(ENV_VAR) else f"isolation={mode}"
     if mode == "process":
         return Isolation("process", f"requested ({source})")
     path = shutil.which("bwrap")

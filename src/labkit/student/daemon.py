@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import __version__, fileset
+from labkit import __version__, fileset, settings
 from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
 
@@ -54,7 +54,7 @@ REPLY_SLACK = 15.0  # s beyond the lab's grading limit before the client stops w
 REQUEST_SECONDS = 10.0  # for a client to send its files
 MAX_REQUEST = 64 * 1024 * 1024
 _SUN_PATH_MAX = 107  # bytes of a Unix socket path (Linux)
-_PASSED_ENV = ("LABKIT_ISOLATION", "TMPDIR", "PATH")  # they change how grading runs
+_PASSED_ENV = (settings.ISOLATION, "TMPDIR", "PATH")  # they change how grading runs
 
 
 # --- policy and places ----------------------------------------------------------------
@@ -62,18 +62,18 @@ _PASSED_ENV = ("LABKIT_ISOLATION", "TMPDIR", "PATH")  # they change how grading 
 
 def enabled() -> bool:
     """Whether `labkit grade` may use (and leave behind) a daemon."""
-    value = os.environ.get("LABKIT_DAEMON", "").strip().lower()
+    value = settings.get(settings.DAEMON).strip().lower()
     if value in ("0", "off", "no", "false"):
         return False
     if value in ("1", "on", "yes", "true"):
         return True
-    return not os.environ.get("CI")
+    return not settings.in_ci()
 
 
 def idle_seconds() -> float:
     """`LABKIT_DAEMON_IDLE` if it is a positive number of seconds, else the default."""
     try:
-        idle = float(os.environ.get("LABKIT_DAEMON_IDLE") or IDLE_SECONDS)
+        idle = float(settings.get(settings.DAEMON_IDLE) or IDLE_SECONDS)
     except ValueError:
         return IDLE_SECONDS
     return idle if 0 < idle < float("inf") else IDLE_SECONDS
@@ -81,8 +81,8 @@ def idle_seconds() -> float:
 
 def runtime_dir() -> Path | None:
     """The user's private socket directory, made if missing; None if it is not private."""
-    if os.environ.get("LABKIT_RUNTIME_DIR"):
-        path = Path(os.environ["LABKIT_RUNTIME_DIR"])
+    if settings.get(settings.RUNTIME_DIR):
+        path = Path(settings.get(settings.RUNTIME_DIR))
     elif os.environ.get("XDG_RUNTIME_DIR"):
         path = Path(os.environ["XDG_RUNTIME_DIR"]) / "labkit"
     else:
@@ -112,7 +112,7 @@ def fingerprint(lab: LabSpec) -> str:
     """
     h = hashlib.sha256()
     setup = [__version__, sys.executable, lab.to_dict(),
-             {k: os.environ.get(k, "") for k in _PASSED_ENV}]
+             {k: settings.get(k) for k in _PASSED_ENV}]
     h.update(json.dumps(setup, sort_keys=True).encode())
     roots = (lab.grader_dir, lab.grader_dir.parent / "pytest.ini", Path(__file__).parents[1])
     for root in roots:
