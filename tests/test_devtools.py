@@ -117,14 +117,14 @@ def test_judging_solution_and_stub_results(kit_dir):
         format = 1
         [checks."f.one"]
         points = 1
-        title.en = "t"
-        fail.en = "f"
-        hint.en = "h"
+        title = {en = "t", es = "t"}
+        fail = {en = "f", es = "f"}
+        hint = {en = "h", es = "h"}
         [checks."f.two"]
         points = 1
-        title.en = "t"
-        fail.en = "f"
-        hint.en = "h"
+        title = {en = "t", es = "t"}
+        fail = {en = "f", es = "f"}
+        hint = {en = "h", es = "h"}
     """))
     (lab,) = parse_catalogue(CATALOGUE, kit_dir)
     full = result([("f.one", Status.PASS, 1.0), ("f.two", Status.PASS, 1.0)])

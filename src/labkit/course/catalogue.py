@@ -1,25 +1,36 @@
 """The lab catalogue: `labs.toml` parsed into frozen, read-only lab specs.
 
 The catalogue is data kept apart from any student's progress (see `workspace`), so a
-new lab is a new entry plus folders, never a change to the engine.
+new lab is a new entry plus folders, never a change to the engine. It is read strictly
+(see `material`): an unknown key, a wrong type or a missing language is an error naming
+the lab and the key, not a silent default.
 """
 
 from __future__ import annotations
 
 import difflib
-import tomllib
-from collections.abc import Sequence
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from labkit import i18n
+from labkit.course.checks import LabChecks, load_checks
+from labkit.course.material import FORMAT, CourseError, Table, parse_toml
 from labkit.errors import LabkitError
 
-CATALOGUE_FORMAT = 1
+CATALOGUE_FORMAT = FORMAT
 DEFAULT_CALL_TIMEOUT = 5.0
 DEFAULT_GRADE_TIMEOUT = 60.0
+# Lower case because `get_lab` lowers what it is asked for; a letter first and no dots
+# or dashes so that the id is also a folder and a module name (`labkit dev new`).
+LAB_ID = re.compile(r"[a-z][a-z0-9_]*")
+LAB_KEYS = ("id", "title", "files", "modules", "sys_path", "call_timeout", "grade_timeout",
+            "share_worker")
 
 
 class UnknownLab(LabkitError, LookupError):
@@ -41,7 +52,7 @@ class LabSpec:
     """One lab as the catalogue describes it, with the folders that hold its files."""
 
     id: str
-    title: dict[str, str]
+    title: Mapping[str, str]
     files: tuple[str, ...]
     modules: tuple[str, ...]
     sys_path: tuple[str, ...]
@@ -75,7 +86,8 @@ class LabSpec:
     def from_dict(cls, data: dict[str, Any]) -> LabSpec:
         """Inverse of `to_dict` (from the trusted process that started this one)."""
         return cls(
-            id=data["id"], title=dict(data["title"]), files=tuple(data["files"]),
+            id=data["id"], title=MappingProxyType(dict(data["title"])),
+            files=tuple(data["files"]),
             modules=tuple(data["modules"]), sys_path=tuple(data["sys_path"]),
             call_timeout=float(data["call_timeout"]),
             grade_timeout=float(data["grade_timeout"]),
@@ -97,46 +109,59 @@ def data_root() -> Path:
     return package.parents[1]
 
 
-def parse_catalogue(text: str, root: Path) -> tuple[LabSpec, ...]:
-    """Parse catalogue text; `root` holds the `exercises/` and `grader/` folders."""
-    raw = tomllib.loads(text)
-    if raw.get("format") != CATALOGUE_FORMAT:
-        raise ValueError(f"labs.toml format {raw.get('format')!r} is not {CATALOGUE_FORMAT}")
-    labs = []
-    for entry in raw.get("lab", []):
-        lab_id = entry["id"]
-        labs.append(
-            LabSpec(
-                id=lab_id,
-                title=dict(entry["title"]),
-                files=tuple(entry["files"]),
-                modules=tuple(entry["modules"]),
-                sys_path=tuple(entry.get("sys_path", ())),
-                call_timeout=float(entry.get("call_timeout", DEFAULT_CALL_TIMEOUT)),
-                grade_timeout=float(entry.get("grade_timeout", DEFAULT_GRADE_TIMEOUT)),
-                exercise_dir=root / "exercises" / lab_id,
-                grader_dir=root / "grader" / lab_id,
-                share_worker=_flag(entry, "share_worker"),
-            )
-        )
-    ids = [lab.id for lab in labs]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"labs.toml repeats a lab id: {ids}")
-    return tuple(labs)
+def parse_catalogue(text: str | bytes, root: Path) -> tuple[LabSpec, ...]:
+    """Parse catalogue text; `root` holds the `exercises/` and `grader/` folders.
+
+    This is the one reader of `labs.toml`; anything wrong is a `CourseError`.
+    """
+    top = Table(parse_toml(text, "labs.toml"), "labs.toml", "", ("format", "lab"))
+    top.check_format()
+    entries = top.data.get("lab", [])
+    if not isinstance(entries, list):
+        raise top.error("lab must be an array of tables ([[lab]])")
+    labs = tuple(_lab(data, number, root) for number, data in enumerate(entries, start=1))
+    repeated = sorted(i for i, n in Counter(lab.id for lab in labs).items() if n > 1)
+    if repeated:
+        raise top.error(f"lab ids are not unique: {', '.join(repeated)}")
+    return labs
 
 
-def _flag(entry: dict, name: str) -> bool:
-    value = entry.get(name, False)
-    if not isinstance(value, bool):
-        raise ValueError(f"labs.toml: {entry.get('id')}.{name} must be true or false")
-    return value
+def _lab(data: object, number: int, root: Path) -> LabSpec:
+    """One `[[lab]]` entry; its texts are read last (structure is reported first)."""
+    named = data.get("id") if isinstance(data, dict) else None
+    where = f'lab "{named}"' if isinstance(named, str) else f"lab #{number}"
+    entry = Table(data, "labs.toml", where, LAB_KEYS)
+    lab_id = entry.string("id")
+    if not LAB_ID.fullmatch(lab_id):
+        raise entry.error(f"id {lab_id!r} must be lower-case letters, digits and _, "
+                          "starting with a letter")
+    files = entry.strings("files", required=True, paths=True)
+    modules = entry.strings("modules", required=True)
+    sys_path = entry.strings("sys_path", paths=True)
+    call_timeout = entry.number("call_timeout", DEFAULT_CALL_TIMEOUT, positive=True)
+    grade_timeout = entry.number("grade_timeout", DEFAULT_GRADE_TIMEOUT, positive=True)
+    share_worker = entry.flag("share_worker")
+    return LabSpec(
+        id=lab_id, title=entry.texts("title"), files=files, modules=modules,
+        sys_path=sys_path, call_timeout=call_timeout, grade_timeout=grade_timeout,
+        exercise_dir=root / "exercises" / lab_id, grader_dir=root / "grader" / lab_id,
+        share_worker=share_worker,
+    )
+
+
+def load_catalogue(root: Path) -> tuple[LabSpec, ...]:
+    """Read and parse `root/labs.toml` (uncached: `dev check` reads a checkout as it is)."""
+    try:
+        data = (root / "labs.toml").read_bytes()
+    except OSError as exc:
+        raise CourseError("labs.toml", f"cannot be read: {exc.strerror or exc}") from None
+    return parse_catalogue(data, root)
 
 
 @cache
 def catalogue(root: Path | None = None) -> tuple[LabSpec, ...]:
     """All labs, in catalogue order (cached: the catalogue is read-only)."""
-    root = root or data_root()
-    return parse_catalogue((root / "labs.toml").read_text(encoding="utf-8"), root)
+    return load_catalogue(root or data_root())
 
 
 def get_lab(lab_id: str, root: Path | None = None) -> LabSpec:
@@ -149,60 +174,7 @@ def get_lab(lab_id: str, root: Path | None = None) -> LabSpec:
     raise UnknownLab(lab_id, close[0] if close else None, [lab.id for lab in labs])
 
 
-@dataclass(frozen=True)
-class CheckSpec:
-    """One check's points and bilingual texts, from the lab's `grader/<lab>/checks.toml`.
-
-    `fail` is the one-line message shown when it fails; `hint` is the longer help of
-    `labkit hint`; `requires` lists check-id prefixes that must all pass before this
-    check earns its points (e.g. a size budget only counts for working code).
-    """
-
-    id: str
-    points: float
-    title: dict[str, str]
-    fail: dict[str, str]
-    hint: dict[str, str]
-    requires: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class LabChecks:
-    """All checks of a lab, in `checks.toml` order, plus its specific failure messages."""
-
-    checks: tuple[CheckSpec, ...]
-    messages: dict[str, dict[str, str]]
-
-    def get(self, check_id: str) -> CheckSpec:
-        for spec in self.checks:
-            if spec.id == check_id:
-                return spec
-        raise KeyError(check_id)
-
-    @property
-    def max_score(self) -> float:
-        return sum(c.points for c in self.checks)
-
-
 def lab_checks(lab: LabSpec) -> LabChecks:
-    """Parse the lab's `checks.toml` (format 1); parsed once per content per process."""
-    return _parse_checks((lab.grader_dir / "checks.toml").read_bytes(), lab.id)
-
-
-@lru_cache(maxsize=16)
-def _parse_checks(data: bytes, lab_id: str) -> LabChecks:
-    raw = tomllib.loads(data.decode("utf-8"))
-    if raw.get("format") != CATALOGUE_FORMAT:
-        raise ValueError(f"{lab_id}/checks.toml: format {raw.get('format')!r} unsupported")
-    checks = tuple(
-        CheckSpec(
-            id=check_id,
-            points=float(entry["points"]),
-            title=dict(entry["title"]),
-            fail=dict(entry["fail"]),
-            hint=dict(entry["hint"]),
-            requires=tuple(entry.get("requires", ())),
-        )
-        for check_id, entry in raw["checks"].items()
-    )
-    return LabChecks(checks=checks, messages=dict(raw.get("messages", {})))
+    """The lab's checks (`grader/<lab>/checks.toml`), parsed once while the file is
+    unchanged; a `CourseError` when it cannot be loaded."""
+    return load_checks(lab.grader_dir / "checks.toml")

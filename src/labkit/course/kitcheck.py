@@ -1,7 +1,8 @@
 """Tools for the course's authors (`labkit dev`): build the stubs, check the whole kit.
 
-`check_kit` is the kit's self-check, run by CI through the tests: the catalogue parses
-and its lab ids are unique; every lab has its solution files, stubs, both READMEs and
+`check_kit` is the kit's self-check, run by CI through the tests: the catalogue and every
+`checks.toml` load as grading loads them (known keys, right types, both languages, lab
+ids unique); every lab has its solution files, stubs, both READMEs and
 its graders, and nothing else under `exercises/<lab>/` or `solutions/<lab>/`; the
 stubs are what `build` makes from the solutions; every solution earns full marks and
 every stub zero, with every check failing.
@@ -9,14 +10,13 @@ every stub zero, with every check failing.
 
 from __future__ import annotations
 
-import tomllib
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.course import authoring
-from labkit.course.catalogue import LabSpec, lab_checks, parse_catalogue
+from labkit.course.catalogue import LabSpec, lab_checks, load_catalogue
+from labkit.course.material import CourseError
 from labkit.results import LabResult, Status
 
 READMES = ("README.md", "README.es.md")
@@ -57,18 +57,18 @@ def load_labs(repo: Path) -> tuple[tuple[LabSpec, ...], list[Problem]]:
     """The catalogue of the checkout at `repo`, and what is wrong with it."""
     repo = repo.resolve()  # the sandbox runs elsewhere: grader paths must be absolute
     try:
-        text = (repo / "labs.toml").read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        return (), [Problem("labs.toml", f"cannot be read: {exc}")]
-    ids = Counter(entry.get("id") for entry in raw.get("lab", []))
-    repeated = sorted(str(i) for i, n in ids.items() if n > 1)
-    if repeated:
-        return (), [Problem("labs.toml", f"lab ids are not unique: {', '.join(repeated)}")]
+        return load_catalogue(repo), []
+    except CourseError as exc:
+        return (), [Problem(exc.file, exc.detail)]
+
+
+def checks_problem(lab: LabSpec) -> Problem | None:
+    """What keeps the lab's `checks.toml` from loading as grading loads it, if anything."""
     try:
-        return parse_catalogue(text, repo), []
-    except (KeyError, TypeError, ValueError) as exc:
-        return (), [Problem("labs.toml", f"invalid: {exc}")]
+        lab_checks(lab)
+    except CourseError as exc:
+        return Problem(exc.file, exc.detail)
+    return None
 
 
 def _files_under(folder: Path) -> set[str]:
@@ -104,6 +104,8 @@ def check_layout(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
                 problems.append(Problem(lab.id, f"stray file {folder.relative_to(repo)}/{rel}"))
         if not (lab.grader_dir / "checks.toml").is_file():
             problems.append(Problem(lab.id, f"missing grader/{lab.id}/checks.toml"))
+        elif (broken := checks_problem(lab)) is not None:
+            problems.append(broken)
         if not any(lab.grader_dir.glob("test_*.py")):
             problems.append(Problem(lab.id, f"no grader/{lab.id}/test_*.py"))
     try:
@@ -177,6 +179,6 @@ def check_kit(repo: Path, only: Iterable[str] = (), grade: bool = True,
     chosen = [lab for lab in labs if not wanted or lab.id in wanted]
     if grade and grader is not None:
         for lab in chosen:
-            if (lab.grader_dir / "checks.toml").is_file():
+            if (lab.grader_dir / "checks.toml").is_file() and checks_problem(lab) is None:
                 problems += check_grades(repo, lab, grader)
     return KitReport(tuple(lab.id for lab in chosen), tuple(problems))

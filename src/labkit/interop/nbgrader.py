@@ -27,7 +27,6 @@ import ast
 import hashlib
 import json
 import re
-import tomllib
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -62,9 +61,7 @@ def grade_id(check_id: str) -> str:
 
 def hidden_checks(lab: LabSpec) -> set[str]:
     """Checks marked `hidden = true` in the lab's checks.toml (hidden tests in nbgrader)."""
-    with open(lab.grader_dir / "checks.toml", "rb") as handle:
-        raw = tomllib.load(handle)
-    return {cid for cid, entry in raw.get("checks", {}).items() if entry.get("hidden")}
+    return {spec.id for spec in lab_checks(lab).checks if spec.hidden}
 
 
 # -- splitting a solution file into cells ------------------------------------------------
