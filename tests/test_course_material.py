@@ -1,15 +1,18 @@
 """Course material is read strictly, by one loader per file, and `checks.toml` is parsed
-once per process while it is unchanged."""
+once per process while it is unchanged; docs/writing-labs.md says what is true."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import textwrap
+import tomllib
 
 import pytest
 from click.testing import CliRunner
-from kit import REPO
+from kit import REPO, Variant, variants
 
 from labkit.cli import main
 from labkit.course import checks as checks_module
@@ -248,4 +251,61 @@ def test_a_grading_parses_its_checks_once(tmp_path, monkeypatch):
         result = grade_files(lab, {"one.py": b"def one():\n    return 1\n"})
         assert result.score == result.max_score == 2
     assert parsed == ["grader/lab90/checks.toml"]
+
+
+# -- docs/writing-labs.md is true -------------------------------------------------------
+
+DOC = REPO / "docs" / "writing-labs.md"
+FENCE = re.compile(r"^( *)```(\w+)\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
+MIN_MUTANTS = 10
+
+
+def doc_blocks(language: str) -> list[str]:
+    """The doc's fenced blocks in `language`, dedented (some sit inside list items)."""
+    return [textwrap.dedent(body) for _, lang, body in FENCE.findall(DOC.read_text())
+            if lang == language]
+
+
+def load_example(text: str) -> None:
+    """Load a TOML example as the kit loads that kind of file; fail on any other kind."""
+    raw = tomllib.loads(text)
+    if "lab" in raw:
+        parse_catalogue(text, REPO)
+    elif "checks" in raw:
+        parse_checks(text, "docs/writing-labs.md")
+    elif "mutant" in raw:
+        for entry in raw["mutant"]:
+            (lab,) = [lab for lab in catalogue() if entry.get("file", lab.files[0]) in lab.files]
+            variant = Variant(lab.id, entry["name"], tuple(entry["breaks"]), (entry,), entry)
+            assert variant.files()  # the edit applies, once, to the lab's solution
+            assert set(variant.breaks) <= {c.id for c in lab_checks(lab).checks}
+    else:
+        raise AssertionError(f"a TOML example of no known file:\n{text}")
+
+
+def test_the_doc_has_examples_of_every_kind():
+    kinds = {key for text in doc_blocks("toml") for key in tomllib.loads(text)}
+    assert {"lab", "checks", "mutant"} <= kinds
+    assert doc_blocks("python")
+
+
+@pytest.mark.parametrize("text", doc_blocks("toml"))
+def test_every_toml_example_in_the_doc_loads(text):
+    load_example(text)
+
+
+@pytest.mark.parametrize("text", doc_blocks("python"))
+def test_every_python_example_in_the_doc_parses(text):
+    ast.parse(text)
+
+
+def test_the_doc_says_what_ci_demands():
+    text = " ".join(DOC.read_text().split())
+    assert f"at least {MIN_MUTANTS} mutants in `tests/mutants/<lab>.toml`" in text
+
+
+@pytest.mark.parametrize("lab", catalogue(), ids=lambda lab: lab.id)
+def test_every_lab_in_the_catalogue_has_enough_mutants(lab):
+    assert (REPO / "tests" / "mutants" / f"{lab.id}.toml").is_file()
+    assert sum(m.lab == lab.id for m in variants("mutants")) >= MIN_MUTANTS
 
