@@ -1,5 +1,6 @@
 """Course material is read strictly, by one loader per file, and `checks.toml` is parsed
-once per process while it is unchanged; docs/writing-labs.md says what is true."""
+once per process while it is unchanged; docs/writing-labs.md says what is true, and
+nothing cites a file outside the repository."""
 
 from __future__ import annotations
 
@@ -309,3 +310,15 @@ def test_every_lab_in_the_catalogue_has_enough_mutants(lab):
     assert (REPO / "tests" / "mutants" / f"{lab.id}.toml").is_file()
     assert sum(m.lab == lab.id for m in variants("mutants")) >= MIN_MUTANTS
 
+
+OUTSIDE = "LABS" + ".md"  # a file of the course outside this repository
+
+
+def test_nothing_points_outside_the_repository():
+    """Graders and docs cite the lab's own README, which restates the contract."""
+    roots = [REPO / name for name in ("grader", "docs", "exercises", "solutions", "src",
+                                      "tests")]
+    files = [REPO / "README.md", *(p for root in roots for p in root.rglob("*")
+                                   if p.is_file() and p.suffix in (".py", ".md", ".toml"))]
+    citing = [str(p.relative_to(REPO)) for p in files if OUTSIDE in p.read_text()]
+    assert citing == []

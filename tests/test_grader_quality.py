@@ -63,7 +63,8 @@ def test_each_lab_has_at_least_ten_mutants(lab):
 
 
 def test_numpy_integers_count_as_ints_in_lab02():
-    """LABS.md lets numbers come back as NumPy scalars: strides of np.int64 are fine."""
+    """lab02's README lets numbers come back as NumPy scalars: strides of np.int64 are
+    fine."""
     from labkit.course.catalogue import get_lab
 
     lab = get_lab("lab02")

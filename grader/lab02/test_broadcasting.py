@@ -12,7 +12,8 @@ from labkit.grading import PROPERTY, as_array, as_float, check, fail
 
 
 def _is_int(n: object) -> bool:
-    """Python or NumPy integers count (LABS.md); bools do not."""
+    """Python or NumPy integers count (the lab's README: numbers come back as Python or
+    NumPy scalars); bools do not."""
     return isinstance(n, int | np.integer) and not isinstance(n, bool)
 
 
