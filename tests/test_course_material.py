@@ -1,6 +1,6 @@
 """Course material is read strictly, by one loader per file, and `checks.toml` is parsed
-once per process while it is unchanged; docs/writing-labs.md says what is true, and
-nothing cites a file outside the repository."""
+once per process while it is unchanged; docs/writing-labs.md says what is true, nothing
+cites a file outside the repository, and `labkit dev new` starts a lab the kit accepts."""
 
 from __future__ import annotations
 
@@ -322,3 +322,63 @@ def test_nothing_points_outside_the_repository():
                                    if p.is_file() and p.suffix in (".py", ".md", ".toml"))]
     citing = [str(p.relative_to(REPO)) for p in files if OUTSIDE in p.read_text()]
     assert citing == []
+
+
+# -- labkit dev new -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def kit_copy(tmp_path):
+    """What a checkout holds of the course: catalogue, solutions, stubs, graders, mutants."""
+    for name in ("solutions", "exercises", "grader", "tests/mutants"):
+        shutil.copytree(REPO / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    shutil.copy(REPO / "labs.toml", tmp_path / "labs.toml")
+    return tmp_path
+
+
+def test_dev_new_writes_a_lab_that_passes_the_kit_check(kit_copy):
+    from labkit.engine.cold import grade_files
+
+    before = (kit_copy / "labs.toml").read_text()
+    out = CliRunner().invoke(main, ["dev", "new", "lab05", "--repo", str(kit_copy)])
+    assert out.exit_code == 0, out.output
+    assert "wrote solutions/lab05/lab05.py" in out.output.splitlines()
+    after = (kit_copy / "labs.toml").read_text()
+    assert after.startswith(before)  # appended: the catalogue's comments stay
+    report = kitcheck.check_kit(kit_copy, only=["lab05"], grader=grade_files)
+    assert [str(p) for p in report.problems] == []
+    assert report.labs == ("lab05",)
+    lab = next(lab for lab in load_catalogue(kit_copy) if lab.id == "lab05")
+    (mutant,) = tomllib.loads((kit_copy / "tests" / "mutants" / "lab05.toml").read_text())[
+        "mutant"]
+    solution = (kit_copy / "solutions" / "lab05" / "lab05.py").read_text()
+    assert solution.count(mutant["replace"]) == 1
+    result = grade_files(lab, {"lab05.py": solution.replace(mutant["replace"],
+                                                            mutant["with"]).encode()})
+    assert [c.id for c in result.checks if c.points < c.max_points] == mutant["breaks"]
+
+
+@pytest.mark.parametrize(("lab_id", "message"), [
+    ("lab02", "lab 'lab02' already exists in labs.toml"),
+    ("Lab5", "invalid lab id 'Lab5': lower-case letters, digits and _, starting with a letter"),
+    ("lab-5", "invalid lab id 'lab-5': lower-case letters, digits and _, starting with a "
+              "letter"),
+    ("random", "invalid lab id 'random': the lab's module would be named like a Python "
+               "keyword or standard module"),
+])
+def test_dev_new_refuses_a_taken_or_invalid_id(kit_copy, lab_id, message):
+    before = sorted(p for p in kit_copy.rglob("*"))
+    catalogue_text = (kit_copy / "labs.toml").read_text()
+    out = CliRunner().invoke(main, ["dev", "new", lab_id, "--repo", str(kit_copy)])
+    assert out.exit_code == 2
+    assert out.output.splitlines() == [f"labkit: {message}"]
+    assert sorted(p for p in kit_copy.rglob("*")) == before
+    assert (kit_copy / "labs.toml").read_text() == catalogue_text
+
+
+def test_dev_new_refuses_a_lab_whose_folder_is_left_over(kit_copy):
+    (kit_copy / "grader" / "lab07").mkdir()
+    out = CliRunner().invoke(main, ["dev", "new", "lab07", "--repo", str(kit_copy)])
+    assert out.exit_code == 2
+    assert out.output.splitlines() == ["labkit: lab 'lab07': grader/lab07 already exists"]

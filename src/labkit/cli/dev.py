@@ -1,4 +1,5 @@
-"""Course authors' commands, in a source checkout: `labkit dev build`, `labkit dev check`."""
+"""Course authors' commands, in a source checkout: `labkit dev build`, `labkit dev check`,
+`labkit dev new`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from labkit.cli.common import REPO_OPTION, checkout, die
 
 @click.group()
 def dev() -> None:
-    """Tools for course authors, in a source checkout: build the stubs, check the kit."""
+    """Tools for course authors, in a source checkout: build the stubs, check the kit,
+    start a new lab."""
 
 
 @dev.command("build")
@@ -48,6 +50,19 @@ def dev_check(labs: tuple[str, ...], repo: Path | None, no_grade: bool) -> None:
     graded = "" if no_grade else ", solutions and stubs graded"
     click.echo(f"{len(report.problems)} problem(s) in {len(report.labs)} lab(s){graded}")
     sys.exit(0 if report.ok else 1)
+
+
+@dev.command("new")
+@click.argument("lab_id", metavar="LAB")
+@REPO_OPTION
+def dev_new(lab_id: str, repo: Path | None) -> None:
+    """Write the skeleton of a new lab LAB (catalogue entry, solution, stub, READMEs,
+    grader, a first mutant) that `labkit dev check LAB` accepts; then make it yours."""
+    from labkit.course import scaffold
+
+    repo = checkout(repo)
+    for path in scaffold.new_lab(repo, lab_id):
+        click.echo(f"wrote {path.relative_to(repo)}")
 
 
 COMMANDS = (dev,)
