@@ -193,26 +193,25 @@ def sandbox_check_cost(rounds: int = 60) -> tuple[float, float]:
     from labkit.engine.proxy import Session, Student
     from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote
 
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "broadcasting.py").write_text(SOLUTION)
-        config = SandboxConfig(workdir=Path(tmp), modules=("broadcasting",),
-                               probes=REPO / "grader" / "lab02" / "probes.py")
-        zygote = Zygote()
-        zygote.start()
-        try:
-            with Sandbox(config, zygote=zygote) as sandbox:
-                def one() -> None:
-                    session = Session(sandbox, 5.0, {})
-                    Student(session).c_strides((2, 3), 8)
-                    session.close()
+    config = SandboxConfig(files={"broadcasting.py": SOLUTION.encode()},
+                           modules=("broadcasting",),
+                           probes=REPO / "grader" / "lab02" / "probes.py")
+    zygote = Zygote()
+    zygote.start()
+    try:
+        with Sandbox(config, zygote=zygote) as sandbox:
+            def one() -> None:
+                session = Session(sandbox, 5.0, {})
+                Student(session).c_strides((2, 3), 8)
+                session.close()
 
+            one()
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(rounds):
                 one()
-                wall, cpu = time.perf_counter(), time.process_time()
-                for _ in range(rounds):
-                    one()
-                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        finally:
-            zygote.close()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        zygote.close()
     return 1000 * wall / rounds, 1000 * cpu / rounds
 
 

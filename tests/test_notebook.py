@@ -161,9 +161,9 @@ def test_a_test_cell_grades_the_saved_notebook_once(tmp_path, lab02_notebook, mo
             cell["source"] = cell["source"].split('"""')[0] + "raise NotImplementedError()"
     path.write_text(json.dumps(stub))
     monkeypatch.undo()
-    with pytest.raises(nbcell.CheckFailed, match="safe_mse.aligned_pairs: fail"):
+    with pytest.raises(nbcell.NotebookCheckFailed, match="safe_mse.aligned_pairs: fail"):
         nbcell.check("lab02", "safe_mse.aligned_pairs", notebook=path)
-    with pytest.raises(nbcell.CheckFailed, match="has no check"):
+    with pytest.raises(nbcell.NotebookCheckFailed, match="has no check"):
         nbcell.check("lab02", "no.such_check", notebook=path)
 
 

@@ -9,6 +9,7 @@ process tree killed, output capped).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -136,12 +137,19 @@ PROBES = textwrap.dedent('''
 
 
 @pytest.fixture
-def job(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "m.py").write_text("VALUE = 42\n")
+def work(tmp_path):
+    """The student's folder the graded files were read from."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "m.py").write_text("VALUE = 42\n")
+    return folder
+
+
+@pytest.fixture
+def job(work, tmp_path):
     (tmp_path / "probes.py").write_text(PROBES)
-    return SandboxConfig(workdir=work, modules=("m",), probes=tmp_path / "probes.py")
+    return SandboxConfig(files={"m.py": (work / "m.py").read_bytes()}, modules=("m",),
+                         probes=tmp_path / "probes.py")
 
 
 def call(worker, name, *args, op="probe"):
@@ -220,7 +228,7 @@ def test_doctor_says_which_isolation_and_why(monkeypatch):
 # --- what a worker sees --------------------------------------------------------------------
 
 
-def facts_in(config: SandboxConfig, mode: str, port: int) -> dict:
+def facts_in(config: SandboxConfig, mode: str, port: int, work: Path) -> dict:
     paths = {
         "usr": "/usr",
         "port": port,
@@ -228,7 +236,7 @@ def facts_in(config: SandboxConfig, mode: str, port: int) -> dict:
         "secrets": {"shadow": "/etc/shadow", "solution": str(REPO / "solutions" / "lab02" /
                                                             "broadcasting.py"),
                     "grader": str(REPO / "grader" / "lab02" / "test_broadcasting.py"),
-                    "trusted_copy": str(config.workdir / "m.py")},
+                    "trusted_copy": str(work / "m.py")},
         "hidden": {"repo": str(REPO / "labs.toml"), "home": os.path.expanduser("~/.bashrc"),
                    "tests": str(REPO / "tests")},
         "read_only": ["/usr", sys.prefix, str(Path(labkit.__file__).parent)],
@@ -243,11 +251,11 @@ def facts_in(config: SandboxConfig, mode: str, port: int) -> dict:
 
 
 @NEEDS_BWRAP
-def test_bwrap_worker_is_unprivileged_offline_and_sees_only_what_it_needs(job):
+def test_bwrap_worker_is_unprivileged_offline_and_sees_only_what_it_needs(job, work):
     import socket
 
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        facts = facts_in(job, "bwrap", listener.getsockname()[1])
+        facts = facts_in(job, "bwrap", listener.getsockname()[1], work)
     assert facts["uid"] == (65534, 65534, 65534)  # an unprivileged user, on the host too
     assert facts["caps"] == [0, 0, 0, 0, 0]  # every capability dropped, bounding set too
     assert facts["no_new_privs"] == "1"
@@ -265,16 +273,16 @@ def test_bwrap_worker_is_unprivileged_offline_and_sees_only_what_it_needs(job):
     assert facts["limits"] == limits
 
 
-def test_process_worker_has_its_limits_and_only_the_lab_files(job):
-    facts = facts_in(job, "process", 9)
+def test_process_worker_has_its_limits_and_only_the_lab_files(job, work):
+    facts = facts_in(job, "process", 9, work)
     assert facts["listing"] == ["m.py"]
-    assert "labkit-zygote-" in facts["cwd"] and facts["cwd"] != str(job.workdir)
+    assert "labkit-zygote-" in facts["cwd"] and facts["cwd"] != str(work)
     assert {k: facts["limits"][k] for k in DEFAULT_LIMITS} == DEFAULT_LIMITS
     assert facts["no_new_privs"] == "1"  # setuid programs (sudo) gain nothing
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_each_worker_gets_a_fresh_folder_and_the_last_ones_is_gone(job, mode):
+def test_each_worker_gets_a_fresh_folder_and_the_last_ones_is_gone(job, work, mode):
     with Sandbox(with_mode(job, mode)) as sandbox:
         first = sandbox.spawn()
         first_dir = call(first, "write", "note.txt", "from the first check")
@@ -285,8 +293,8 @@ def test_each_worker_gets_a_fresh_folder_and_the_last_ones_is_gone(job, mode):
         assert call(second, "exists", "note.txt") is False
         assert call(second, "VALUE", op="value") == 42
         second.stop()
-    assert (job.workdir / "m.py").read_text() == "VALUE = 42\n"  # the trusted copy
-    assert sorted(p.name for p in job.workdir.iterdir()) == ["m.py"]
+    assert (work / "m.py").read_text() == "VALUE = 42\n"  # the folder they were read from
+    assert sorted(p.name for p in work.iterdir()) == ["m.py"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -335,7 +343,7 @@ FIRST_IMPORTS = {  # module source -> what asking for VALUE gives, first and sec
 def test_a_workers_first_import_is_the_import_systems(job, source):
     """The first import uses the spec the zygote found for the fresh folder, and is made
     as the worker starts; modules see what an ordinary import gives them."""
-    (job.workdir / "m.py").write_text(source)
+    job = dataclasses.replace(job, files={"m.py": source.encode()})
     expected = FIRST_IMPORTS[source]
     with Sandbox(with_mode(job, "process")) as sandbox:
         worker = sandbox.spawn("m")
@@ -395,15 +403,13 @@ def test_closing_the_zygote_kills_every_process_it_started(job, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_one_zygote_serves_gradings_of_different_files(job, tmp_path, mode):
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "m.py").write_text("VALUE = 7\n")
+def test_one_zygote_serves_gradings_of_different_files(job, mode):
+    other = {"m.py": b"VALUE = 7\n"}
     zygote = Zygote(mode)
     zygote.start()
     try:
-        for workdir, value in [(job.workdir, 42), (other, 7), (job.workdir, 42)]:
-            config = SandboxConfig(workdir=workdir, modules=("m",), probes=job.probes)
+        for files, value in [(job.files, 42), (other, 7), (job.files, 42)]:
+            config = SandboxConfig(files=files, modules=("m",), probes=job.probes)
             with Sandbox(config, zygote=zygote) as sandbox:
                 assert sandbox.isolation == mode
                 worker = sandbox.spawn()

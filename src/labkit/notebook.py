@@ -1,5 +1,8 @@
 """Stable import for exported notebooks' test cells: `from labkit.notebook import check`."""
 
-from labkit.interop.nbcell import CheckFailed, check
+from labkit.interop.nbcell import NotebookCheckFailed, check
 
-__all__ = ["CheckFailed", "check"]
+# The name this module has always exported, so a notebook's `except CheckFailed` still works.
+CheckFailed = NotebookCheckFailed
+
+__all__ = ["CheckFailed", "NotebookCheckFailed", "check"]

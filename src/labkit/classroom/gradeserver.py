@@ -50,9 +50,8 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         for line in requests:
             request = json.loads(line)
             try:
-                workdir = Path(request["dir"])
-                files = workspace.collect(lab, workdir)
-                result = grade(workdir, files, request.get("lang", "en"))
+                files = workspace.collect(lab, Path(request["dir"]))
+                result = grade(files, request.get("lang", "en"))
                 reply = {"id": request["id"], "result": result.to_dict()}
             except Exception as exc:  # noqa: BLE001 - reported, and the next one goes on
                 reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}

@@ -1,4 +1,4 @@
-"""Grade one workspace: copy its files aside, start the sandbox, run the graders.
+"""Grade one submission's files: start the sandbox, run the graders.
 
 The graders run under pytest in this (trusted) process and never import the student's
 code; the student's modules are imported only by workers in the sandbox. The sandbox
@@ -10,12 +10,9 @@ nothing heavy (NumPy, pytest) is imported before it is known to be needed.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from labkit import fileset
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine.assemble import assemble
 from labkit.results import LabResult
@@ -25,23 +22,20 @@ if TYPE_CHECKING:
 
 
 def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
-    """Grade already-collected files (the batch grader calls this directly)."""
+    """Grade already-collected files, held in memory: only the sandbox writes them, into
+    each worker's fresh folder."""
     from labkit.sandbox.host import Sandbox, SandboxConfig
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
-        workdir = Path(tmp) / "work"
-        workdir.mkdir()
-        fileset.materialize(files, workdir)
-        probes = lab.grader_dir / "probes.py"
-        config = SandboxConfig(
-            workdir=workdir,
-            modules=lab.modules,
-            sys_path=lab.sys_path,
-            probes=probes if probes.is_file() else None,
-        )
-        with Sandbox(config) as sandbox:
-            outcomes = _run_graders(lab, sandbox, lang)
+    probes = lab.grader_dir / "probes.py"
+    config = SandboxConfig(
+        files=files,
+        modules=lab.modules,
+        sys_path=lab.sys_path,
+        probes=probes if probes.is_file() else None,
+    )
+    with Sandbox(config) as sandbox:
+        outcomes = _run_graders(lab, sandbox, lang)
     return assemble(lab, files, lang, outcomes, time.monotonic() - started, sandbox.isolation)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -109,9 +111,10 @@ class GradingPlugin:
         return self._credits[request.node.nodeid]
 
     @pytest.fixture
-    def submission(self) -> Any:
-        """The graded copy of the workspace (a directory path), for reading source text."""
-        return self.sandbox.config.workdir
+    def submission(self) -> Mapping[str, bytes]:
+        """The graded files, `{path: bytes}` (read-only), for reading source text: the
+        bytes the workers were given, held here, never read back from a folder."""
+        return MappingProxyType(self.sandbox.config.files)
 
     # --- hooks ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.sandbox import codec, protocol
-from labkit.sandbox.host import Sandbox, Worker, WorkerCrashed, WorkerFailure
+from labkit.sandbox.host import Sandbox, WorkerCrashed, WorkerFailure, WorkerHandle
 
 
 class StudentRaised(Exception):
@@ -115,7 +115,7 @@ class Session:
         self.sandbox = sandbox
         self.timeout = timeout
         self.broken = broken
-        self.worker: Worker | None = None
+        self.worker: WorkerHandle | None = None
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
         self.ahead: deque[Request] | None = None

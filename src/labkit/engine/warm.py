@@ -29,7 +29,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,8 +41,8 @@ from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, St
 from labkit.results import LabResult
 from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, Zygote
 
-GradeFn = Callable[[Path, dict[str, bytes], str], LabResult]
-
+# grade(files, lang): the submission's files as they were read, `{path: bytes}`.
+GradeFn = Callable[[dict[str, bytes], str], LabResult]
 
 
 class _NotReplayable(Exception):
@@ -217,12 +216,12 @@ class BatchPlugin(GradingPlugin):
 
     # --- one grading ----------------------------------------------------------------
 
-    def grade(self, workdir: Path, files: dict[str, bytes], lang: str) -> LabResult:
-        """Grade the files already materialised in `workdir` (the sandbox's copy)."""
+    def grade(self, files: dict[str, bytes], lang: str) -> LabResult:
+        """Grade the files, held in memory (the sandbox gives each worker its copy)."""
         started = time.monotonic()
         probes = self.lab.grader_dir / "probes.py"
         config = SandboxConfig(
-            workdir=workdir,
+            files=files,
             modules=self.lab.modules,
             sys_path=self.lab.sys_path,
             probes=probes if probes.is_file() else None,
@@ -314,7 +313,7 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
 def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None]) -> None:
     """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
 
-    `grade(workdir, files, lang)` grades files already materialised in `workdir`.
+    `grade(files, lang)` grades a submission's files as they were read, `{path: bytes}`.
     """
     zygote = Zygote()
     zygote.start()  # its NumPy import overlaps ours and pytest's collection

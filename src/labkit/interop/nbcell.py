@@ -21,7 +21,7 @@ from labkit.results import LabResult
 _GRADED: dict[tuple[str, bytes], LabResult] = {}
 
 
-class CheckFailed(AssertionError):
+class NotebookCheckFailed(AssertionError):
     """A labkit check did not pass: the test cell's error (nbgrader scores it zero)."""
 
 
@@ -61,7 +61,8 @@ def grade_notebook(lab_id: str, path: Path, lang: str | None = None) -> LabResul
         done = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, check=False)
     if done.returncode not in (0, 1):
-        raise CheckFailed(done.stderr.strip() or f"labkit grade exited with {done.returncode}")
+        raise NotebookCheckFailed(done.stderr.strip()
+                                  or f"labkit grade exited with {done.returncode}")
     result = LabResult.from_dict(json.loads(done.stdout))
     _GRADED.clear()  # keep only the latest content
     _GRADED[key] = result
@@ -74,14 +75,14 @@ def check(lab_id: str, check_id: str, notebook: str | os.PathLike | None = None,
 
     Full points: prints one line and returns None (nbgrader gives the cell's points).
     Partial credit: returns the points earned (nbgrader reads the number as the score).
-    No points: raises `CheckFailed` with the check's message (nbgrader scores it zero).
+    No points: raises `NotebookCheckFailed` with the check's message (nbgrader scores it zero).
     """
     path = Path(notebook) if notebook is not None else find_notebook(lab_id)
     result = grade_notebook(lab_id, path, lang)
     found = [c for c in result.checks if c.id == check_id]
     if not found:
         reason = result.message or f"{lab_id} has no check {check_id!r}"
-        raise CheckFailed(reason)
+        raise NotebookCheckFailed(reason)
     got = found[0]
     if got.status.value == "pass":
         print(f"{check_id}: pass ({got.points:g}/{got.max_points:g})")
@@ -90,4 +91,4 @@ def check(lab_id: str, check_id: str, notebook: str | os.PathLike | None = None,
         print(f"{check_id}: {got.status.value} -- {got.message}")
         return got.points
     note = f" ({result.message})" if result.message else ""
-    raise CheckFailed(f"{check_id}: {got.status.value} -- {got.message}{note}")
+    raise NotebookCheckFailed(f"{check_id}: {got.status.value} -- {got.message}{note}")

@@ -46,7 +46,7 @@ CONFIG_MARKER = "# Written by `labkit nbgrader export`"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
-class ExportError(EnglishError, ValueError):
+class CourseExportError(EnglishError, ValueError):
     """A lab cannot be exported (e.g. its solutions are not in this installation)."""
 
 
@@ -223,7 +223,7 @@ def build_notebook(lab: LabSpec, solutions: Path, lang: str = "en",
     for rel in lab.files:
         source = solutions / lab.id / rel
         if not source.is_file():
-            raise ExportError(f"{lab.id}: no solution file {source}")
+            raise CourseExportError(f"{lab.id}: no solution file {source}")
         chunks = split_module(source.read_text(encoding="utf-8")) or [Chunk("", "")]
         stem = Path(rel).stem
         for n, chunk in enumerate(chunks):

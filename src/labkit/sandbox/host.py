@@ -220,7 +220,7 @@ def excerpt(data: bytes, dropped: int, limit: int = OUTPUT_EXCERPT) -> str:
 # --- workers -----------------------------------------------------------------------------
 
 
-class Worker:
+class WorkerHandle:
     """One forked worker, serving a check (or a lab's passing checks in a row, see
     `GradingPlugin.student`) over a request and a reply pipe."""
 
@@ -638,11 +638,11 @@ class Sandbox:
             self._bundle = make_bundle(self.config.workdir, self.config.probes)
         return self._bundle
 
-    def spawn(self, module: str | None = None) -> Worker:
-        """Fork a fresh worker (see `Worker` for what it serves).
+    def spawn(self, module: str | None = None) -> WorkerHandle:
+        """Fork a fresh worker (see `WorkerHandle` for what it serves).
 
         With `module`, the worker imports it as it starts, as if asked first thing:
-        its reply is then read with `Worker.receive`.
+        its reply is then read with `WorkerHandle.receive`.
         """
         bundle = self._job_files()
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
@@ -660,7 +660,7 @@ class Sandbox:
                 os.close(fd)
         for fd in (req_w, rep_r):
             os.set_blocking(fd, False)
-        return Worker(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
+        return WorkerHandle(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
                       self.zygote.generation, sent=1 if module else 0)
 
     def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:

@@ -326,11 +326,7 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
         _reply(conn, {"error": "files that are not the lab's"})
         return True
     try:
-        with tempfile.TemporaryDirectory(prefix=f"labkit-{lab.id}-") as tmp:
-            workdir = Path(tmp) / "work"
-            workdir.mkdir()
-            fileset.materialize(files, workdir)
-            result = grade(workdir, files, lang)
+        result = grade(files, lang)
     except Exception as exc:  # noqa: BLE001 - told to the client, who grades in-process
         _reply(conn, {"error": f"{type(exc).__name__}: {exc}"})
         return False
