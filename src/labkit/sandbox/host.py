@@ -3,7 +3,8 @@
 The student's code only ever runs in processes started here. Each check gets a fresh
 worker (or, in a lab that shares workers, the one a passing check handed on) forked
 from a zygote that has NumPy and the probes already imported; the worker runs in a new
-directory holding copies of only the lab's files. The grader talks to it through pipes,
+directory holding copies of only the lab's files, which the zygote writes from the
+bytes the grader holds (the trusted side writes none). The grader talks to it through pipes,
 with a deadline on every call (and on the whole grading), drains what it prints into a
 bounded buffer, and has the zygote kill its whole process tree when it is done with it
 or a deadline passes. The zygote runs inside bubblewrap when it is available
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,12 +74,13 @@ class WorkerCrashed(WorkerFailure):
 class SandboxConfig:
     """What a sandbox needs: the graded files, where to import from, and the limits.
 
-    `workdir` holds the graded copy of the files (the trusted side's; workers get their
-    own copies). `isolation` is the requested mode for a sandbox that starts its own
-    zygote (None: `$LABKIT_ISOLATION`, else `auto`).
+    `files` are the graded files, `{relative path: bytes}` as they were read: they stay
+    in memory, and each worker gets its own copy in its fresh folder (the one copy
+    written anywhere). `isolation` is the requested mode for a sandbox that starts its
+    own zygote (None: `$LABKIT_ISOLATION`, else `auto`).
     """
 
-    workdir: Path
+    files: Mapping[str, bytes]
     modules: tuple[str, ...]
     sys_path: tuple[str, ...] = ()
     probes: Path | None = None
@@ -635,7 +638,7 @@ class Sandbox:
     def _job_files(self) -> int:
         """The graded files and the probe source, in a sealed memfd (built once)."""
         if self._bundle is None:
-            self._bundle = make_bundle(self.config.workdir, self.config.probes)
+            self._bundle = make_bundle(self.config.files, self.config.probes)
         return self._bundle
 
     def spawn(self, module: str | None = None) -> WorkerHandle:
@@ -684,20 +687,15 @@ class Sandbox:
             self.zygote.post({"op": "stop", "pid": pid})
 
 
-def make_bundle(workdir: Path, probes: Path | None) -> int:
-    """A sealed memfd holding the regular files under `workdir` and the probe source, as
-    one framed message: their names in the header, their contents as blobs (the probe
-    source last).
+def make_bundle(files: Mapping[str, bytes], probes: Path | None) -> int:
+    """A sealed memfd holding the graded files and the probe source, as one framed
+    message: their names in the header, their contents as blobs (the probe source last).
 
     The zygote reads it for every worker; being sealed, no worker can change what the
     next one gets.
     """
-    names, blobs = [], []
-    for path in sorted(workdir.rglob("*")):
-        if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
-            continue
-        names.append(path.relative_to(workdir).as_posix())
-        blobs.append(path.read_bytes())
+    names = sorted(files)
+    blobs = [files[name] for name in names]
     probe_name = None
     if probes is not None:
         source = probes.read_bytes()
