@@ -47,6 +47,7 @@ GRADEBOOK_NAME = FILE_NAME
 STARTUP_LIMIT = 180.0  # s for a grading process to import, collect and get ready
 WALL_SLACK = 15.0  # s beyond the lab's own limits before a grading is cut off
 NO_ISOLATION = "none"  # the isolation recorded when nothing of the student's ran
+OUT_SCRATCH = "OUT/.scratch"  # where the submissions' files wait for their grading
 
 
 class BatchError(EnglishError):
@@ -185,9 +186,18 @@ def grade_many(
                     elif task.error:
                         finish(task, error_result(lab, task.error, lang, max_score=max_score))
                     else:
+                        task.retried = (previous is not None and previous.retry
+                                        and previous.digest == task.digest
+                                        and previous.grader_key == key)
                         task.workdir = scratch / f"s{task.serial}" / "work"
-                        task.workdir.mkdir(parents=True)
-                        fileset.materialize(files, task.workdir)
+                        try:
+                            task.workdir.mkdir(parents=True)
+                            fileset.materialize(files, task.workdir)
+                        except OSError as exc:  # a full scratch area: the kit's failure
+                            text = i18n.t("kit_failed", lang, detail=f"{OUT_SCRATCH}: {exc}")
+                            finish(task, error_result(lab, text, lang, task.files_digest,
+                                                      max_score), retry=True)
+                            continue
                         pool.submit(task)
                 if exhausted and pool.load == 0:
                     break
@@ -198,6 +208,10 @@ def grade_many(
                             message = " ".join(filter(None, (result.message, task.note)))
                             result = dataclasses.replace(result, message=message)
                         finish(task, result)
+                    elif task.retried:  # the second time in a row: it is the submission
+                        text = i18n.t("kit_failed_twice", task.lang, detail=failure)
+                        finish(task, error_result(lab, text, lang, task.files_digest,
+                                                  max_score))
                     else:
                         finish(task, error_result(lab, failure, lang, task.files_digest,
                                                   max_score), retry=True)
@@ -223,6 +237,7 @@ class _Task:
     error: str = ""
     serial: int = 0
     lang: str = "en"
+    retried: bool = False  # its last grading, of the same files and setup, was the kit's failure
 
 
 def _read(lab: LabSpec, entry: submissions.Entry, lang: str, max_unpacked: int,
@@ -394,6 +409,7 @@ class _Pool:
             for selected, _ in events:
                 grader: _Grader = selected.data
                 messages, closed = grader.messages()
+                failed = False
                 for message in messages:
                     if message.get("ready"):
                         grader.ready = True
@@ -403,7 +419,11 @@ class _Pool:
                             finished.append((task, message["result"], ""))
                         else:
                             finished.append((task, None, _died(task, str(message.get("error")))))
-                if closed:
+                            failed = True
+                if failed:  # it ends after a failure: nobody else is graded there
+                    self._retire(grader, kill=False)
+                    self._start()
+                elif closed:
                     self._lost(grader, finished, overran=False)
             now = time.monotonic()
             for grader in list(self.graders):
@@ -426,8 +446,8 @@ class _Pool:
             if overran:
                 text = i18n.t("batch_wall_limit", task.lang, seconds=f"{self.wall:g}")
             else:
-                text = i18n.t("batch_grader_died", task.lang,
-                              detail=_exit_text(grader.process.returncode))
+                text = i18n.t("kit_failed", task.lang, detail=i18n.t(
+                    "batch_grader_died", task.lang, detail=_exit_text(grader.process.returncode)))
             finished.append((task, None, text))
         self._start()
 
@@ -448,4 +468,4 @@ def _exit_text(code: int | None) -> str:
 
 
 def _died(task: _Task, error: str) -> str:
-    return i18n.t("grader_error", task.lang, type=error.split(":")[0][:80])
+    return i18n.t("kit_failed", task.lang, detail=error.splitlines()[0][:200] if error else "")

@@ -13,8 +13,10 @@ two pipes (never pickle: the replies carry text the student's code influenced):
     <- {"id": 7, "result": {...labkit.result/1...}}  or  {"id": 7, "error": "..."}
 
 The submission's files are already in `dir` (a fresh copy the parent made); they are
-graded in place. End of input ends the process. Standard output and error are not part
-of the protocol (pytest or hypothesis may print); the parent sends them to a log.
+graded in place. End of input ends the process, and so does an error reply (the kit
+failed: the batch records it for retry and starts a fresh process). Standard output
+and error are not part of the protocol (pytest or hypothesis may print); the parent
+sends them to a log.
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 files = workspace.collect(lab, Path(request["dir"]))
                 result = grade(files, request.get("lang", "en"))
                 reply = {"id": request["id"], "result": result.to_dict()}
-            except Exception as exc:  # noqa: BLE001 - reported, and the next one goes on
-                reply = {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"}
+            except Exception as exc:  # noqa: BLE001 - reported; this process is done
+                # Whatever failed (the sandbox, the engine) may fail the next student too:
+                # end here, and the batch starts a fresh grading process.
+                _send(replies, {"id": request["id"], "error": f"{type(exc).__name__}: {exc}"})
+                return
             _send(replies, reply)
 
     warm.run_warm(lab, loop)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine.assemble import assemble
+from labkit.errors import LabkitError
 from labkit.results import LabResult
 
 if TYPE_CHECKING:
@@ -36,7 +37,23 @@ def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabR
     )
     with Sandbox(config) as sandbox:
         outcomes = _run_graders(lab, sandbox, lang)
+    raise_kit_failure(sandbox)
     return assemble(lab, files, lang, outcomes, time.monotonic() - started, sandbox.isolation)
+
+
+class KitFailure(LabkitError):
+    """The kit, not the submission, failed during a grading (a sandbox that could not
+    start a worker): there is no grade to give, only a retry."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("kit_failed", detail=detail[:200])
+        self.detail = detail
+
+
+def raise_kit_failure(sandbox: Sandbox) -> None:
+    """Checks that found no worker would otherwise be graded as the student's failures."""
+    if sandbox.failure is not None:
+        raise KitFailure(str(sandbox.failure))
 
 
 def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, object]]:

@@ -236,6 +236,7 @@ class BatchPlugin(GradingPlugin):
                 self.release()
             outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
         self.sandbox = None  # type: ignore[assignment]
+        cold.raise_kit_failure(sandbox)
         return assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
 
 

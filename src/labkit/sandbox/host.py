@@ -71,6 +71,11 @@ class WorkerCrashed(WorkerFailure):
 
 
 @dataclass(frozen=True)
+class SandboxFailure(WorkerCrashed):
+    """The sandbox could not start a worker, even in a fresh zygote: the kit failed,
+    not the submission (see `Sandbox.failure`)."""
+
+
 class SandboxConfig:
     """What a sandbox needs: the graded files, where to import from, and the limits.
 
@@ -383,7 +388,7 @@ class Zygote:
             ours.close()
             self._cleanup_scratch()
             if not self._fall_back(str(exc)):
-                raise WorkerCrashed(None, f"the sandbox did not start: {exc}") from None
+                raise SandboxFailure(None, f"the sandbox did not start: {exc}") from None
             self.start()
             return
         finally:
@@ -453,7 +458,7 @@ class Zygote:
             reason = self._log_excerpt() or str(failure)
             self.close()
             if not self._fall_back(reason):
-                raise WorkerCrashed(None, f"the sandbox did not start: {reason}") from None
+                raise SandboxFailure(None, f"the sandbox did not start: {reason}") from None
             self.start()
             self._receive(_START_SECONDS)
         self._ready = True
@@ -652,8 +657,7 @@ class Sandbox:
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         try:
-            reply = self.zygote.ask({"op": "spawn", "job": self._job(), "import": module},
-                                    [req_r, rep_w, out_w, bundle])
+            reply = self._ask_spawn(module, [req_r, rep_w, out_w, bundle])
         except BaseException:
             for fd in (req_w, rep_r, out_r):
                 os.close(fd)
@@ -714,3 +718,25 @@ def make_bundle(files: Mapping[str, bytes], probes: Path | None) -> int:
         os.close(fd)
         raise
     return fd
+        self.failure: SandboxFailure | None = None  # set when a worker could not be started
+    def _ask_spawn(self, module: str | None, fds: list[int]) -> dict[str, Any]:
+        """The zygote's reply to a spawn; a zygote that cannot spawn is replaced once.
+
+        A refusal (a full scratch area, say) or a lost zygote gets a fresh sandbox; if
+        that one fails too, the kit cannot grade here: `SandboxFailure`, kept in
+        `failure` so that the grading as a whole is reported as the kit's failure.
+        """
+        message = {"op": "spawn", "job": self._job(), "import": module}
+        try:
+            return self.zygote.ask(message, fds)
+        except SandboxFailure as failure:
+            self.failure = failure
+            raise
+        except WorkerCrashed:
+            self.zygote.close()
+        try:
+            return self.zygote.ask(message, fds)
+        except WorkerCrashed as exc:
+            self.failure = SandboxFailure(None, str(exc))
+            raise self.failure from None
+
