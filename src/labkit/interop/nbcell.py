@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from labkit import settings
 from labkit.results import LabResult
 
 # -- the test cell's side: grade the notebook once, answer each check ----------------------
@@ -42,9 +43,10 @@ def grade_notebook(lab_id: str, path: Path, lang: str | None = None) -> LabResul
     """Grade the saved notebook at `path` with `labkit grade`, in a fresh process.
 
     The kernel that calls this has run the student's cells, so the grading must not
-    happen in it: a new interpreter grades a copy, and the result comes back as the JSON
-    document. The result is kept per notebook content, so a notebook's test cells cost
-    one grading together.
+    happen in it: a new interpreter grades a copy, in a sandbox of its own (never a
+    daemon's, which other notebooks graded as the same user would share), and the
+    result comes back as the JSON document. The result is kept per notebook content, so
+    a notebook's test cells cost one grading together.
     """
     data = path.read_bytes()
     key = (lab_id, data)
@@ -58,7 +60,10 @@ def grade_notebook(lab_id: str, path: Path, lang: str | None = None) -> LabResul
                    "grade", lab_id, "--dir", str(work), "--json"]
         if lang:
             command += ["--lang", lang]
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True,
+        # No grading daemon: nbgrader runs every student's cells as the instructor, and one
+        # daemon would grade them all in one sandbox; each notebook gets a sandbox of its own.
+        env = {**os.environ, settings.DAEMON: "0"}
+        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, env=env,
                               stdin=subprocess.DEVNULL, check=False)
     if done.returncode not in (0, 1):
         raise NotebookCheckFailed(done.stderr.strip()
