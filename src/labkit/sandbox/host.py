@@ -13,6 +13,7 @@ or a deadline passes. The zygote runs inside bubblewrap when it is available
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import secrets
@@ -70,12 +71,12 @@ class WorkerCrashed(WorkerFailure):
         self.detail = detail
 
 
-@dataclass(frozen=True)
 class SandboxFailure(WorkerCrashed):
     """The sandbox could not start a worker, even in a fresh zygote: the kit failed,
     not the submission (see `Sandbox.failure`)."""
 
 
+@dataclass(frozen=True)
 class SandboxConfig:
     """What a sandbox needs: the graded files, where to import from, and the limits.
 
@@ -359,6 +360,8 @@ class Zygote:
         self._log: Any = None  # the zygote's stderr (bwrap's complaints), an unnamed file
         self._ready = False
         self._unread = 0  # replies to `post`ed requests not yet read
+        self._since = 0  # process mode: when the zygote started (clock ticks since boot)
+        self._shm_before: set[int] = set()  # process mode: System V segments before it
 
     @property
     def isolation(self) -> str:
@@ -376,7 +379,7 @@ class Zygote:
             self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-")
             command += ["--scratch", self._scratch, "--remove-scratch", "1"]
         else:
-            command += ["--scratch", "/tmp"]  # the sandbox's own, gone with it
+            command += ["--scratch", "/tmp", "--private", "1"]  # the sandbox's own, gone with it
         self._close_log()
         self._log = tempfile.TemporaryFile(prefix="labkit-zygote-")
         try:
@@ -395,6 +398,11 @@ class Zygote:
             theirs.close()
         self._control = ours
         self._ready = False
+        if self.choice.mode == "process":
+            _become_subreaper()
+            _LIVE_ZYGOTES.add(self._process.pid)
+            self._since = _process_stat(self._process.pid)[1]
+            self._shm_before = {seg[0] for seg in _host_shm()}
 
     def _fall_back(self, reason: str) -> bool:
         """After bwrap failed to start: use `process` if the request was `auto`."""
@@ -447,9 +455,24 @@ class Zygote:
         while self._unread and self._control is not None:
             self._unread -= 1
             try:
-                self._receive()
+                reply = self._receive()
             except WorkerCrashed:  # it may not have killed a worker's tree: end it all
                 self.close()
+                continue
+            if reply.get("dirty") or reply.get("clean") is False:  # a sweep left something
+                self.close()
+            elif reply.get("clean") and self.choice.mode == "process":
+                _clear_host_shm(self._shm_before)  # the host's IPC: the zygote cannot tell
+
+    def reset(self) -> None:
+        """After a submission, before the next one: have the zygote end every process and
+        empty its scratch area (with bwrap: the sandbox's /tmp and IPC namespace) and
+        prove it (`clean`), without waiting; a zygote that cannot is replaced by a fresh
+        one at the next request (`_settle`), so no submission meets another's leftovers.
+        """
+        if not self.alive:  # killed by a worker: end what it left now, not at the next ask
+            self.close()
+        self.post({"op": "reset"})
 
     def _await_ready(self) -> None:
         try:
@@ -516,6 +539,10 @@ class Zygote:
             process.wait()
             if not clean or process.returncode != 0:
                 kill_marked(self.marker)
+            if self.choice.mode == "process":
+                _LIVE_ZYGOTES.discard(process.pid)
+                _kill_orphans(self._since)
+                _clear_host_shm(self._shm_before)
         self._cleanup_scratch()
         self._close_log()
         self._ready = False
@@ -523,8 +550,114 @@ class Zygote:
 
     def _cleanup_scratch(self) -> None:
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            shutil.rmtree(self._scratch, onerror=_writable_and_retry)
             self._scratch = None
+
+
+def _writable_and_retry(function: Any, path: str, _: Any) -> None:
+    """`rmtree`'s error handler: a folder a worker made unwritable is ours; open it up
+    and try once more (anything else is left, in a folder nobody uses again)."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if function is os.rmdir or function is os.unlink:
+            function(path)
+        elif function is os.scandir or function is os.open:
+            os.chmod(path, 0o700)
+            shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        pass
+
+
+# --- process mode: what the trusted side ends itself -----------------------------------
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_CHILD_SUBREAPER = 36
+_IPC_RMID = 0
+_LIVE_ZYGOTES: set[int] = set()  # this process's running process-mode zygotes
+
+
+def _become_subreaper() -> None:
+    """Make this (trusted) grading process a child subreaper.
+
+    The zygote is one too, but in `process` mode a worker can kill it (same user); its
+    orphans then become our children, not init's, and `_kill_orphans` ends them.
+    Nothing the student can change decides that (the environment marker can be dropped).
+    """
+    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _process_stat(pid: int) -> tuple[int, int, str]:
+    """(parent pid, start time in clock ticks since boot, state letter) of `pid`."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    return int(fields[1]), int(fields[19]), fields[0].decode()
+
+
+def _kill_orphans(since: int) -> None:
+    """SIGKILL and reap every child of ours started after `since` that is not a running
+    zygote, with all its descendants: what a dead zygote's workers left behind."""
+    me = os.getpid()
+    for attempt in range(200):
+        table = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    table[int(name)] = _process_stat(int(name))
+                except (OSError, IndexError, ValueError):
+                    continue
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        roots = [pid for pid in children.get(me, [])
+                 if pid not in _LIVE_ZYGOTES and table[pid][1] >= since]
+        if not roots:
+            return
+        stack = list(roots)
+        while stack:
+            pid = stack.pop()
+            stack.extend(children.get(pid, []))
+            if table[pid][2] not in "ZX":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for pid in roots:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if attempt:
+            time.sleep(0.005)
+
+
+def _host_shm() -> list[tuple[int, int, int, int]]:
+    """The host's System V shared memory segments: (id, creator pid, attached, creator uid)."""
+    try:
+        with open("/proc/sysvipc/shm") as handle:
+            lines = handle.read().splitlines()[1:]
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 10:
+            found.append((int(fields[1]), int(fields[4]), int(fields[6]), int(fields[9])))
+    return found
+
+
+def _clear_host_shm(before: set[int]) -> None:
+    """Remove the System V segments a process-mode grading left (best effort: the host's
+    IPC namespace is shared with everything else of this user).
+
+    A segment goes if it is new since the zygote started, made by this user, attached
+    nowhere and its creator is gone (all the grading's processes have been killed).
+    """
+    for ident, creator, attached, owner in _host_shm():
+        if ident in before or owner != os.geteuid() or attached:
+            continue
+        if creator and os.path.exists(f"/proc/{creator}"):
+            continue
+        _LIBC.shmctl(ident, _IPC_RMID, None)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:
@@ -613,6 +746,7 @@ class Sandbox:
         self.zygote = zygote or Zygote(config.isolation)
         self.deadline: float | None = None
         self._bundle: int | None = None
+        self.failure: SandboxFailure | None = None  # set when a worker could not be started
 
     @property
     def isolation(self) -> str:
@@ -629,6 +763,8 @@ class Sandbox:
             self._bundle = None
         if self._own:
             self.zygote.close()
+        else:
+            self.zygote.reset()
 
     def _job(self) -> dict[str, Any]:
         limits = dict(self.config.limits)
@@ -670,6 +806,27 @@ class Sandbox:
         return WorkerHandle(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
                       self.zygote.generation, sent=1 if module else 0)
 
+    def _ask_spawn(self, module: str | None, fds: list[int]) -> dict[str, Any]:
+        """The zygote's reply to a spawn; a zygote that cannot spawn is replaced once.
+
+        A refusal (a full scratch area, say) or a lost zygote gets a fresh sandbox; if
+        that one fails too, the kit cannot grade here: `SandboxFailure`, kept in
+        `failure` so that the grading as a whole is reported as the kit's failure.
+        """
+        message = {"op": "spawn", "job": self._job(), "import": module}
+        try:
+            return self.zygote.ask(message, fds)
+        except SandboxFailure as failure:
+            self.failure = failure
+            raise
+        except WorkerCrashed:
+            self.zygote.close()
+        try:
+            return self.zygote.ask(message, fds)
+        except WorkerCrashed as exc:
+            self.failure = SandboxFailure(None, str(exc))
+            raise self.failure from None
+
     def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:
         """Have the zygote kill worker `pid` and its descendants; how it ended.
 
@@ -678,7 +835,10 @@ class Sandbox:
         if generation is not None and generation != self.zygote.generation:
             return {"killed": True, "exitcode": None}
         try:
-            return self.zygote.ask({"op": "stop", "pid": pid})
+            ended = self.zygote.ask({"op": "stop", "pid": pid})
+            if ended.get("dirty"):  # its folder could not be swept: never fork beside it
+                self.zygote.close()
+            return ended
         except (OSError, WorkerCrashed):
             if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
                 self.zygote.close()
@@ -718,25 +878,3 @@ def make_bundle(files: Mapping[str, bytes], probes: Path | None) -> int:
         os.close(fd)
         raise
     return fd
-        self.failure: SandboxFailure | None = None  # set when a worker could not be started
-    def _ask_spawn(self, module: str | None, fds: list[int]) -> dict[str, Any]:
-        """The zygote's reply to a spawn; a zygote that cannot spawn is replaced once.
-
-        A refusal (a full scratch area, say) or a lost zygote gets a fresh sandbox; if
-        that one fails too, the kit cannot grade here: `SandboxFailure`, kept in
-        `failure` so that the grading as a whole is reported as the kit's failure.
-        """
-        message = {"op": "spawn", "job": self._job(), "import": module}
-        try:
-            return self.zygote.ask(message, fds)
-        except SandboxFailure as failure:
-            self.failure = failure
-            raise
-        except WorkerCrashed:
-            self.zygote.close()
-        try:
-            return self.zygote.ask(message, fds)
-        except WorkerCrashed as exc:
-            self.failure = SandboxFailure(None, str(exc))
-            raise self.failure from None
-

@@ -189,6 +189,8 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
     # say) living under the host's /tmp is bound on top of it rather than hidden by it.
     size = ["--size", str(TMP_BYTES)] if "--size" in known else []  # not in older bwrap
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    if "--mqueue" in known:  # the IPC namespace's message queues, for the zygote to empty
+        args += ["--mqueue", "/dev/mqueue"]
     made = {"/", "/tmp"}
     for path in runtime_paths():
         parents = []

@@ -1,7 +1,8 @@
 """The untrusted side: a zygote that forks the workers that run the student's code.
 
 Runs as `python -I -B -m labkit.sandbox.child.worker CONTROL_FD --scratch DIR [--uid UID]
-[--remove-scratch 1]`, inside the sandbox when there is one (see `labkit.sandbox.isolation`).
+[--remove-scratch 1] [--private 1]`, inside the sandbox when there is one (see
+`labkit.sandbox.isolation`).
 The zygote imports NumPy and the lab's trusted probes once, never the student's code;
 for each worker the grader sends it a pair of pipes, an output pipe and the job's files
 over a Unix socket, and it forks a worker that runs in a fresh directory holding only
@@ -543,14 +544,19 @@ def _kill_strays(workers: dict[int, Any]) -> None:
 _PRESERVED: set[str] = set()
 
 
-def _sweep(scratch: str, workers: dict[int, Any]) -> None:
+def _sweep(scratch: str, workers: dict[int, Any]) -> str:
     """Remove whatever ended workers left in the scratch folder (with bwrap: all of the
-    sandbox's /tmp), so nothing a check wrote reaches the next one."""
+    sandbox's /tmp), so nothing a check wrote reaches the next one.
+
+    Returns what could not be removed ("" when all was): the trusted side then replaces
+    this zygote rather than fork another worker beside the leftovers.
+    """
     keep = {os.path.basename(w["workdir"]) for w in workers.values()} | _PRESERVED
     try:
         entries = list(os.scandir(scratch))
-    except OSError:
-        return
+    except OSError as exc:
+        return f"cannot list {scratch}: {exc.strerror}"
+    left = []
     for entry in entries:
         if entry.name in keep:
             continue
@@ -561,16 +567,99 @@ def _sweep(scratch: str, workers: dict[int, Any]) -> None:
                 os.unlink(entry.path)
             except OSError:
                 pass
+        if os.path.lexists(entry.path):
+            left.append(entry.name)
+    return f"could not remove {', '.join(sorted(left)[:3])} from {scratch}" if left else ""
 
 
 def _remove_folder(path: str) -> None:
-    """Remove a folder; one holding only files (a check's usual leftovers) the cheap way."""
+    """Remove a folder; one holding only files (a check's usual leftovers) the cheap way.
+
+    Folders a worker made unwritable (to keep hard links of its files, say) are made
+    writable first: the zygote runs as the same user, so it owns them.
+    """
     try:
         for name in os.listdir(path):
             os.unlink(os.path.join(path, name))  # a folder inside: IsADirectoryError
         os.rmdir(path)
     except OSError:
+        for root, folders, _ in os.walk(path):
+            for name in [root, *(os.path.join(root, f) for f in folders)]:
+                try:
+                    os.chmod(name, 0o700, follow_symlinks=False)
+                except OSError:
+                    pass
         shutil.rmtree(path, ignore_errors=True)
+
+
+_IPC_RMID = 0
+_IPC_REMOVE = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
+_MQUEUE = "/dev/mqueue"  # the sandbox's POSIX message queues (bwrap mounts it)
+
+
+def _ipc_objects() -> list[tuple[str, int]]:
+    """The System V objects of this IPC namespace, as (kind, id)."""
+    found = []
+    for kind, _ in _IPC_REMOVE:
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                lines = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        found += [(kind, int(line.split()[1])) for line in lines if line.strip()]
+    return found
+
+
+def _clear_ipc() -> list[str]:
+    """Remove every System V object and POSIX message queue of the sandbox's own IPC
+    namespace (all of them the workers'); what is left afterwards."""
+    calls = dict(_IPC_REMOVE)
+    for kind, ident in _ipc_objects():
+        if kind == "sem":
+            _LIBC.semctl(ident, 0, _IPC_RMID)
+        else:
+            _LIBC[calls[kind]](ident, _IPC_RMID, None)
+    left = [f"System V {kind} {ident}" for kind, ident in _ipc_objects()]
+    try:
+        queues = os.listdir(_MQUEUE)
+    except OSError:
+        queues = []
+    for name in queues:
+        try:
+            os.unlink(os.path.join(_MQUEUE, name))
+        except OSError:
+            left.append(f"message queue {name}")
+    return left
+
+
+def _reset(workers: dict[int, Any], scratch: str, private: bool) -> dict[str, Any]:
+    """Between two submissions: end every process, empty the scratch folder and (in a
+    sandbox of its own, `private`) its IPC namespace, then prove it.
+
+    `clean` is true only when nothing is left: no process but this one (and bwrap's
+    init), nothing in the scratch folder, with a private /tmp all its space free, no
+    System V object or message queue. Anything else and the trusted side replaces
+    this zygote before it grades anyone else.
+    """
+    for worker in workers.values():
+        worker["stopping"] = True
+    _kill_strays(workers)
+    for pid in [pid for pid, worker in workers.items() if worker["status"] is not None]:
+        if workers[pid]["pidfd"] is not None:
+            os.close(workers[pid]["pidfd"])
+        del workers[pid]
+    problems = [why for why in [_sweep(scratch, {})] if why]
+    if workers or _has_children():
+        problems.append("processes survived")
+    if private:
+        others = set(_processes()) - {1, os.getpid()}
+        if others:
+            problems.append(f"{len(others)} processes survived")
+        problems += _clear_ipc()
+        space = os.statvfs(scratch)
+        if space.f_bfree != space.f_blocks:
+            problems.append(f"{scratch} is not empty")
+    return {"clean": not problems, "why": "; ".join(problems)[:500]}
 
 
 def _await_exit(worker: dict[str, Any], workers: dict[int, Any], seconds: float) -> None:
@@ -610,12 +699,16 @@ def _stop(pid: int, workers: dict[int, Any], scratch: str) -> dict[str, Any]:
     del workers[pid]
     if worker["pidfd"] is not None:
         os.close(worker["pidfd"])
-    _sweep(scratch, workers)
-    return {"killed": killed, "exitcode": os.waitstatus_to_exitcode(worker["status"])}
+    ended = {"killed": killed, "exitcode": os.waitstatus_to_exitcode(worker["status"])}
+    dirty = _sweep(scratch, workers)
+    return {**ended, "dirty": dirty} if dirty else ended
 
 
-def zygote(control_fd: int, scratch: str) -> None:
+def zygote(control_fd: int, scratch: str, private: bool = False) -> None:
     """Fork workers on request until the control socket closes.
+
+    `private`: the scratch folder is the sandbox's own /tmp and the IPC namespace its
+    own, so that `reset` may empty both entirely.
 
     Each spawn request carries its job (modules, limits) and the job's files and probe
     source in a sealed memfd, so one zygote can serve many gradings; probe modules are
@@ -648,7 +741,7 @@ def zygote(control_fd: int, scratch: str) -> None:
         _reap(workers)
         try:
             request, _ = protocol.parse(message, protocol.MAX_DATAGRAM)
-            reply = _serve(request, list(fds), probes, workers, control, scratch)
+            reply = _serve(request, list(fds), probes, workers, control, scratch, private)
         except Exception as exc:  # noqa: BLE001 - report, and keep serving
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
@@ -665,7 +758,7 @@ def zygote(control_fd: int, scratch: str) -> None:
 
 def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
            workers: dict[int, dict[str, Any]], control: socket.socket,
-           scratch: str) -> dict[str, Any]:
+           scratch: str, private: bool) -> dict[str, Any]:
     if request["op"] == "spawn":
         if len(fds) != 4:
             raise ValueError("a spawn needs four descriptors")
@@ -696,6 +789,8 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         return {"pid": pid}
     if request["op"] == "stop":
         return _stop(int(request["pid"]), workers, scratch)
+    if request["op"] == "reset":
+        return _reset(workers, scratch, private)
     if request["op"] == "ping":
         return {"pong": True, "workers": len(workers)}
     return {"error": f"unknown op {request['op']!r}"}
@@ -707,7 +802,7 @@ def main() -> None:
     if "--uid" in options:
         _drop_privileges(int(options["--uid"]))
     scratch = options["--scratch"]
-    zygote(int(args[0]), scratch)
+    zygote(int(args[0]), scratch, bool(options.get("--private")))
     if options.get("--remove-scratch"):
         shutil.rmtree(scratch, ignore_errors=True)
     os._exit(0)  # nothing to flush; skipping interpreter teardown lets the grader finish sooner
