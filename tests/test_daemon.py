@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -19,6 +19,7 @@ from labkit.cli import main
 from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
 from labkit.results import LabResult
+from labkit.sandbox import protocol
 from labkit.student import daemon, policy
 
 LAB = get_lab("lab02")
@@ -95,15 +96,16 @@ def test_a_wrong_answer_is_never_used(daemons, tmp_path):
     files = solution_files(LAB)
     honest = grade_files(LAB, stub_files(LAB))
     other = grade_files(LAB, files)
-    replies = [b"not json", b"[]", json.dumps({"error": "boom"}).encode(),
-               json.dumps({"result": {**honest.to_dict(), "score": 99}}).encode(),
-               json.dumps({"result": honest.to_dict()}).encode(),  # not these files
-               json.dumps({"result": {**other.to_dict(), "lab": "lab01"}}).encode()]
+    replies = [b"not json", b"[]", struct.pack(">QI", 6, 2) + b"[]",  # framed, not an object
+               protocol.pack({"error": "boom"}, []),
+               protocol.pack({"result": {**honest.to_dict(), "score": 99}}, []),
+               protocol.pack({"result": honest.to_dict()}, []),  # not these files
+               protocol.pack({"result": {**other.to_dict(), "lab": "lab01"}}, [])]
     with _FakeDaemon(path, replies) as fake:
         for _ in replies:
             assert daemon.grade(LAB, files, "en") is None
     assert fake.served == len(replies)
-    genuine = json.dumps({"result": other.to_dict()}).encode()
+    genuine = protocol.pack({"result": other.to_dict()}, [])
     with _FakeDaemon(path, [genuine]):
         assert daemon.grade(LAB, files, "en").to_dict() == other.to_dict()
 

@@ -4,10 +4,11 @@ A cold `labkit grade` spends most of its time importing pytest, NumPy and hypoth
 collecting the graders and starting the sandbox, which is the same work every time. So
 after grading in-process, `labkit grade` leaves a daemon behind: a grading process that
 has done that work once (`labkit.engine.warm`, as `labkit batch` uses) and waits on a Unix
-socket. The next `labkit grade` of that lab only collects the files, sends them, and
-renders the result it gets back. Whatever goes wrong with a daemon (none running, busy
-past its limit, dead, stale, or an answer that does not fit the files sent), the client
-grades in-process as before; a daemon can make grading faster, never different. It grades
+socket. The next `labkit grade` of that lab only collects the files, sends them (one
+framed message, `labkit.sandbox.protocol`: the files as blobs), and renders the result
+it gets back (one framed message too). Whatever goes wrong with a daemon (none running,
+busy past its limit, dead, stale, or an answer that does not fit the files sent), the
+client grades in-process as before; a daemon can make grading faster, never different. It grades
 as a batch does, so a student sees the grade their instructor's batch would give.
 
 Safety and lifetime:
@@ -26,7 +27,6 @@ Safety and lifetime:
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import hashlib
@@ -47,6 +47,7 @@ from typing import Any
 from labkit import __version__, fileset, settings
 from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
+from labkit.sandbox import protocol
 
 IDLE_SECONDS = 900.0
 CONNECT_SECONDS = 0.5
@@ -143,9 +144,9 @@ def grade(lab: LabSpec, files: dict[str, bytes], lang: str) -> LabResult | None:
     path = socket_path(lab)
     if path is None:
         return None
-    request = {"op": "grade", "lang": lang,
-               "files": {rel: base64.b64encode(data).decode() for rel, data in files.items()}}
-    reply = _ask(path, request, lab.grade_timeout + REPLY_SLACK)
+    names, blobs = fileset.as_blobs(files)
+    reply = _ask(path, {"op": "grade", "lang": lang, "files": names},
+                 lab.grade_timeout + REPLY_SLACK, blobs)
     try:
         result = LabResult.from_dict(reply["result"])  # type: ignore[index]
     except (KeyError, TypeError, ValueError):
@@ -212,29 +213,22 @@ def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
     return stopped
 
 
-def _ask(path: Path, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-    """One request, one reply; None for anything but a JSON object in reply."""
+def _ask(path: Path, request: dict[str, Any], timeout: float,
+         blobs: list[bytes] | None = None) -> dict[str, Any] | None:
+    """One framed request, one framed reply within `timeout` s in all; None for anything
+    but a well-formed message of at most `MAX_REQUEST` bytes in reply."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(CONNECT_SECONDS)
             sock.connect(os.fsencode(path))
-            sock.settimeout(timeout)
-            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.setblocking(False)  # every wait below has the deadline
+            deadline = time.monotonic() + timeout
+            protocol.write_message(sock.fileno(), request, blobs, deadline)
             sock.shutdown(socket.SHUT_WR)
-            reply = json.loads(_read_all(sock, MAX_REQUEST))
-    except (OSError, ValueError):
+            reply, _ = protocol.Reader(sock.fileno(), MAX_REQUEST).read(deadline)
+    except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout):
         return None
-    return reply if isinstance(reply, dict) else None
-
-
-def _read_all(sock: socket.socket, limit: int) -> bytes:
-    chunks, size = [], 0
-    while chunk := sock.recv(1 << 16):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            raise ValueError("message too large")
-    return b"".join(chunks)
+    return reply
 
 
 # --- the daemon -------------------------------------------------------------------------
@@ -295,8 +289,9 @@ def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
             with conn:
                 if _peer_uid(conn) != os.getuid():
                     continue
-                request = _receive(conn)
-                op = request.get("op") if request else None
+                conn.setblocking(False)  # reads and writes wait with a deadline
+                request, blobs = _receive(conn)
+                op = request.get("op")
                 if op == "stop":
                     _reply(conn, {"stopping": True})
                     return
@@ -304,7 +299,7 @@ def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
                     _reply(conn, {"pid": os.getpid(), "lab": lab.id, "graded": graded,
                                   "idle_s": round(time.monotonic() - last, 3)})
                 elif op == "grade":
-                    if not _grade(conn, lab, grade, request):
+                    if not _grade(conn, lab, grade, request, blobs):
                         return  # the warm state may be broken: let the next client restart us
                     graded, last = graded + 1, time.monotonic()
     finally:
@@ -313,13 +308,13 @@ def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
             path.unlink()
 
 
-def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str, Any]) -> bool:
+def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str, Any],
+           blobs: list[bytes]) -> bool:
     """Grade one request and reply; False if grading itself failed."""
     try:
-        files = {rel: base64.b64decode(data, validate=True)
-                 for rel, data in request["files"].items()}
+        files = fileset.from_blobs(request["files"], blobs)
         lang = str(request["lang"])
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, ValueError):
         _reply(conn, {"error": "malformed request"})
         return True
     if not set(files) <= set(lab.files):
@@ -339,18 +334,20 @@ def _peer_uid(conn: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
-def _receive(conn: socket.socket) -> dict[str, Any] | None:
-    conn.settimeout(REQUEST_SECONDS)
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
+    """The client's one request, if it sends a well-formed one in time (else no op)."""
     try:
-        request = json.loads(_read_all(conn, MAX_REQUEST))
-    except (OSError, ValueError):
-        return None
-    return request if isinstance(request, dict) else None
+        return protocol.Reader(conn.fileno(), MAX_REQUEST).read(
+            time.monotonic() + REQUEST_SECONDS)
+    except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout):
+        return {}, []
 
 
 def _reply(conn: socket.socket, message: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):  # a client that gave up
-        conn.sendall(json.dumps(message, ensure_ascii=False).encode())
+    """One framed reply (ASCII JSON: any text can be sent); a client that gave up or
+    stopped reading costs at most `REQUEST_SECONDS`."""
+    with contextlib.suppress(OSError, protocol.ChannelClosed, protocol.ChannelTimeout):
+        protocol.write_message(conn.fileno(), message, [], time.monotonic() + REQUEST_SECONDS)
 
 
 def main() -> None:
