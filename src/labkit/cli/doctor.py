@@ -11,6 +11,15 @@ from labkit import __version__, i18n, settings
 from labkit.sandbox import isolation
 from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
+# What a warm grading process guarantees the next submission (see the README's threat model).
+CLEANUP = {
+    "bwrap": "every process ended; the sandbox's /tmp and IPC namespace emptied and proven "
+             "empty, else the sandbox is replaced",
+    "process": "every process ended (the grading process is a child subreaper) and System V "
+               "shared memory removed; NOT removed: System V semaphores and message queues, "
+               "POSIX shared memory and message queues, files outside the scratch folder",
+}
+
 
 def report(value: str | None = None) -> list[tuple[str, str]]:
     """What `labkit doctor` prints: the runtime, the isolation and why, the limits.
@@ -44,6 +53,7 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
                                  f"read-only {', '.join(isolation.runtime_paths())}, "
                                  f"private /tmp {tmp}"))
     lines.append(("limits", ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
+    lines.append(("between submissions", CLEANUP[zygote.isolation]))
     return lines
 
 

@@ -8,6 +8,7 @@ import click
 
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
+from labkit.sandbox import isolation
 
 OUT_OPTION = click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("labkit-out"),
@@ -16,6 +17,14 @@ OUT_OPTION = click.option(
 COURSE_ID_OPTION = click.option(
     "--course-id", default="labkit", show_default=True, help="The nbgrader course id.",
 )
+
+
+def _chosen_isolation() -> str:
+    """The mode the grading processes will use ("" if none can be had: they say why)."""
+    try:
+        return isolation.choose().mode
+    except isolation.IsolationError:
+        return ""
 
 
 @click.command()
@@ -43,6 +52,11 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     from labkit.cli import progress
 
     lab = registry.get_lab(lab_id)
+    if _chosen_isolation() == "process":  # once, before anything is graded
+        click.echo("warning: process isolation: between submissions labkit ends every "
+                   "process and removes System V shared memory, but not System V semaphores "
+                   "or message queues, POSIX IPC or files outside its scratch folder "
+                   "(see labkit doctor)", err=True)
     show = progress.for_terminal()
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
