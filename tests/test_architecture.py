@@ -24,7 +24,7 @@ PACKAGE = SRC / "labkit"
 # Lowest first. A module's layer is that of its longest matching prefix.
 LAYERS = {
     "labkit": 0, "labkit.results": 0, "labkit.i18n": 0, "labkit.fsutil": 0,
-    "labkit.fileset": 0, "labkit.errors": 0, "labkit.settings": 0,
+    "labkit.fileset": 0, "labkit.errors": 0, "labkit.settings": 0, "labkit.textsafe": 0,
     "labkit.course": 1,
     "labkit.sandbox": 2,
     "labkit.engine": 3, "labkit.grading": 3,

@@ -13,6 +13,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from labkit import textsafe
+
 SCHEMA = "labkit.result/1"
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "result-1.json"
 
@@ -43,6 +45,9 @@ class CheckResult:
     max_points: float
     message: str = ""
     output: str = ""
+
+    def __post_init__(self) -> None:
+        _storable(self, "id", "title", "message", "output")
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -91,6 +96,9 @@ class LabResult:
     checks: tuple[CheckResult, ...] = field(default_factory=tuple)
     message: str = ""
 
+    def __post_init__(self) -> None:
+        _storable(self, "lab", "labkit_version", "digest", "lang", "isolation", "message")
+
     @property
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is not Status.PASS]
@@ -131,6 +139,14 @@ class LabResult:
             checks=tuple(CheckResult.from_dict(c) for c in data["checks"]),
             message=data.get("message", ""),
         )
+
+
+def _storable(record: CheckResult | LabResult, *names: str) -> None:
+    """Texts a result can always be written with: a student's code can put a lone
+    surrogate in any message (see `labkit.textsafe`), and one would stop every UTF-8
+    writer of the result (a gradebook, a JSON document, a terminal)."""
+    for name in names:
+        object.__setattr__(record, name, textsafe.text(getattr(record, name)))
 
 
 def total(checks: tuple[CheckResult, ...]) -> tuple[float, float]:
