@@ -153,7 +153,7 @@ def grade_many(
 
         def finish(task: _Task, result: LabResult, retry: bool = False) -> None:
             nonlocal done
-            book.record(run_id=run_id, student=task.entry.student, source=task.entry.name,
+            book.record(run_id=run_id, student=task.entry.student, source=task.entry.source,
                         kind=task.entry.kind, digest=task.digest, grader_key=key,
                         result=result, retry=retry)
             for sink in sinks:

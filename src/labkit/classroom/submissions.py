@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from labkit import fileset
+from labkit import fileset, textsafe
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
 from labkit.student import workspace
@@ -38,7 +38,12 @@ class SubmissionError(LabkitError):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One student's entry in the submissions folder (small: a class may have thousands)."""
+    """One student's entry in the submissions folder (small: a class may have thousands).
+
+    `name` is the name as the file system gave it (what opens the entry); `student` and
+    `source` are text safe to store and print (`textsafe.shown`), however the name was
+    made: bytes that are not UTF-8 and control characters are escaped.
+    """
 
     student: str
     root: Path  # the submissions folder (one object shared by all entries)
@@ -49,6 +54,10 @@ class Entry:
     @property
     def path(self) -> Path:
         return self.root / self.name
+
+    @property
+    def source(self) -> str:
+        return textsafe.shown(self.name)
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,10 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
     """The entries of `root` sorted by student, and the names that were ignored.
 
     Hidden names are skipped silently; files that are not `.zip` and symlinks are
-    ignored (and listed). A student with both `alice/` and `alice.zip` gets both
-    entries marked as duplicates.
+    ignored (and listed, as `textsafe.shown` prints them). A student with both
+    `alice/` and `alice.zip` gets both entries marked as duplicates, and so do two
+    names that escape to the same id (`a\\xe9`, spelled out, and `a` + the byte 0xE9):
+    different entries never become one student silently.
     """
     root = Path(root)
     entries: dict[str, list[Entry]] = {}
@@ -75,18 +86,18 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
             if item.name.startswith(".") or item.name in _IGNORED:
                 continue
             if item.is_dir(follow_symlinks=False):
-                entry = Entry(item.name, root, item.name, "folder")
+                entry = Entry(textsafe.shown(item.name), root, item.name, "folder")
             elif item.is_file(follow_symlinks=False) and item.name.lower().endswith(".zip"):
-                entry = Entry(item.name[:-4], root, item.name, "zip")
+                entry = Entry(textsafe.shown(item.name[:-4]), root, item.name, "zip")
             else:
-                ignored.append(item.name)
+                ignored.append(textsafe.shown(item.name))
                 continue
             entries.setdefault(entry.student, []).append(entry)
     result = []
     for student in sorted(entries):
         group = entries[student]
         if len(group) > 1:
-            names = ", ".join(sorted(e.name for e in group))
+            names = ", ".join(sorted(e.source for e in group))
             group = [Entry(e.student, e.root, e.name, e.kind, duplicate_of=names)
                      for e in group[:1]]
         result.append(group[0])
