@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from labkit import textsafe
 from labkit.classroom.gradebook import CheckStat, Gradebook
 from labkit.fsutil import write_atomic
 
@@ -116,7 +117,8 @@ def _pct(value: float) -> str:
 
 
 def text(report: ClassReport) -> str:
-    """The report as plain text (what a terminal shows)."""
+    """The report as plain text (what a terminal shows): a failure message is the
+    student's text, shown with its control characters escaped."""
     r = report
     lines = [
         f"{r.lab}: {r.students} students — {r.passed} pass, {r.failed} fail, {r.errors} error",
@@ -136,7 +138,8 @@ def text(report: ClassReport) -> str:
         width = max(len(c.check_id) for c in r.checks)
         for c in r.checks:
             rate = f"{_pct(c.pass_rate):>4} ({c.passed}/{c.graded})"
-            common = f"  “{_short(c.top_message, 70)}” ×{c.top_count}" if c.top_count else ""
+            common = (f"  “{textsafe.shown(_short(c.top_message, 70))}” ×{c.top_count}"
+                      if c.top_count else "")
             lines.append(f"  {rate:<14} {c.check_id:<{width}}{common}")
     return "\n".join(lines)
 

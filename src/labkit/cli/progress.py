@@ -2,6 +2,8 @@
 
 On a terminal: a live bar with counts (graded, skipped, errors), the rate and an ETA.
 Elsewhere (a log, CI): one plain line per submission, so nothing is lost in a file.
+Student ids and messages are the students' text: their control characters are shown
+escaped (`labkit.textsafe`), so an ESC cannot rewrite the instructor's terminal.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import sys
 import time
 from typing import TextIO
 
+from labkit import textsafe
 from labkit.classroom.batch import BatchEvent
 
 
@@ -36,7 +39,7 @@ class PlainProgress:
             line += f"  {r.duration_s:.2f} s"
             if r.message:
                 line += f"  {' '.join(r.message.split())[:160]}"
-        print(line, file=self.stream, flush=True)
+        print(textsafe.shown(line), file=self.stream, flush=True)
 
     def close(self) -> None:
         pass

@@ -1,12 +1,13 @@
 """Turn results into what a person reads: a table with a total, hints, the lab list.
 
 Rendering is separate from grading so the CLI stays a thin layer and tests can check
-text without running a grading.
+text without running a grading. Messages and output excerpts hold what the student's
+code raised or printed: their control characters are shown escaped (`labkit.textsafe`).
 """
 
 from __future__ import annotations
 
-from labkit import i18n
+from labkit import i18n, textsafe
 from labkit.course.catalogue import LabChecks
 from labkit.results import LabResult, Status
 
@@ -24,7 +25,7 @@ def table(result: LabResult) -> str:
                                          "header_message")]
     rows = []
     for c in result.checks:
-        message = c.message
+        message = textsafe.shown(c.message)
         if len(message) > MAX_MESSAGE:
             message = message[: MAX_MESSAGE - 1] + "…"
         status = i18n.t(f"status_{c.status.value}", lang)
@@ -35,7 +36,7 @@ def table(result: LabResult) -> str:
     passed = sum(c.status is Status.PASS for c in result.checks)
     lines.append("")
     if result.message:
-        lines.append(result.message)
+        lines.append(textsafe.shown(result.message, multiline=True))
     lines.append(
         i18n.t(
             "total", lang, score=result.score, max_score=result.max_score, passed=passed,
@@ -45,7 +46,8 @@ def table(result: LabResult) -> str:
     excerpts = [c for c in result.checks if c.output.strip()]
     if excerpts:
         lines.append(i18n.t("output_excerpt", lang))
-        lines += [f"  [{c.id}] {line}" for c in excerpts[:3] for line in c.output.splitlines()[:3]]
+        lines += [f"  [{c.id}] {textsafe.shown(line)}"
+                  for c in excerpts[:3] for line in c.output.splitlines()[:3]]
     lines.append(i18n.t("all_pass" if passed == len(result.checks) else "see_hints", lang,
                         lab=result.lab))
     return "\n".join(lines)
@@ -57,7 +59,8 @@ def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = No
     if only is not None and not wanted:
         wanted = [c for c in result.checks if c.id == only]
     if not wanted:
-        return i18n.t("no_failed_checks", lang, lab=result.lab)
+        # the last grade is read back from the workspace, which may be a student's folder
+        return i18n.t("no_failed_checks", lang, lab=textsafe.shown(result.lab))
     blocks = []
     for c in wanted:
         spec = checks.get(c.id)
