@@ -1,7 +1,9 @@
 """Exports from the gradebook: CSV, JSON Lines and Gradescope `results.json` files.
 
 - CSV: one row per student (current grading): `student`, `status`, one column of points
-  per check (in grader order), `total`, `max_score`.
+  per check (in grader order), `total`, `max_score`. A student id that a spreadsheet
+  would read as a formula (it starts with `=`, `+`, `-`, `@`, a tab or a CR) is written
+  behind a single quote, as OWASP advises against CSV injection.
 - JSONL: one line per student, `{"student", "source", "graded_at", "result"}`, where
   `result` is the full `labkit.result/1` document.
 - Gradescope: `<dest>/<student>/results.json` in Gradescope's autograder format, so
@@ -27,6 +29,7 @@ from labkit.fsutil import write_atomic
 
 FORMATS = ("csv", "jsonl")  # gradescope: `labkit.interop.gradescope`
 DEFAULT_NAMES = {"csv": "grades.csv", "jsonl": "results.jsonl"}
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run
 
 
 class ExportError(EnglishError):
@@ -75,7 +78,7 @@ def csv_text(book: Gradebook, lab: str) -> str:
         result = stored.result
         points = {c["id"]: c["points"] for c in result["checks"]}
         writer.writerow([
-            stored.student, result["status"], *(_num(points.get(c, 0)) for c in checks),
+            _cell(stored.student), result["status"], *(_num(points.get(c, 0)) for c in checks),
             _num(result["score"]), _num(result["max_score"]),
         ])
     return buffer.getvalue()
@@ -106,3 +109,8 @@ def export(out: Path, fmt: str, dest: Path | None = None,
 
 def _num(value: float) -> str:
     return f"{float(value):g}"
+
+
+def _cell(text: str) -> str:
+    """A cell of the student's text that no spreadsheet runs as a formula."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
