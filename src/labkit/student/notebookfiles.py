@@ -17,19 +17,25 @@ How a notebook maps to the lab's files:
   in the notebook it stops only its own cell, so it must not stop the whole module.
 
 The notebook is never executed here: it is read as JSON and its text becomes files,
-which are then graded like any workspace.
+which are then graded like any workspace. It is the student's file, so reading it is
+bounded before anything grows with it: its size (`MAX_BYTES`), how deep its JSON nests
+(`MAX_DEPTH`, counted on the raw bytes before `json.loads`, which recurses once per
+level), how many cells it has (`MAX_CELLS`) and how long a code cell is
+(`MAX_CELL_CHARS`). A notebook past a bound, or one whose cells are not what nbformat
+says, is a `NotebookError`: that student's grading error, never the batch's.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from labkit import i18n
+from labkit import i18n, textsafe
 from labkit.errors import LabkitError
 
 if TYPE_CHECKING:
@@ -37,7 +43,16 @@ if TYPE_CHECKING:
 
 FILE_MARKER = "# file:"
 TEST_MARKER = "# labkit check"
-_MAGIC = re.compile(r"^\s*(?:[\w.,\[\]\s]+=\s*)?[%!]")
+MAX_BYTES = 16 * 1024 * 1024  # outputs (plots) make notebooks large
+MAX_DEPTH = 100  # nbformat nests under 10 levels; json.loads recurses once per level
+MAX_CELLS = 10_000
+MAX_CELL_CHARS = 1024 * 1024  # more than a lab file may hold
+# `%time ...`, `!pip ...`, `files = !ls`. Possessive, so that a long line that is none
+# of these fails in one pass (the leading blanks could otherwise be split two ways).
+_MAGIC = re.compile(r"^(?:[\w.,\[\]\s]++=\s*+|\s*+)[%!]")
+_JSON_STRING = re.compile(rb'"[^"]*"')  # once escaped backslashes and quotes are gone
+_NOT_A_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1, +1, -1, -1 as signed bytes
 
 
 class NotebookError(LabkitError, ValueError):
@@ -85,12 +100,13 @@ def is_test_cell(cell: dict[str, Any]) -> bool:
     return _source(cell).lstrip().startswith(TEST_MARKER)
 
 
-def _parses(text: str) -> bool:
+def _parse(text: str) -> ast.Module | None:
+    """The cell as Python, or None: a syntax error, or a source too deep or complex for
+    the parser (RecursionError, MemoryError; ValueError for a NUL before Python 3.11.4)."""
     try:
-        ast.parse(text)
-    except SyntaxError:
-        return False
-    return True
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def _clean_cell(text: str, number: int) -> tuple[str, list[Dropped]]:
@@ -99,7 +115,8 @@ def _clean_cell(text: str, number: int) -> tuple[str, list[Dropped]]:
     if lines and lines[0].lstrip().startswith("%%"):
         return "", [Dropped(number, i + 1, line) for i, line in enumerate(lines) if line.strip()]
     dropped: list[Dropped] = []
-    if not _parses(text):
+    tree = _parse(text)
+    if tree is None:
         kept = []
         for i, line in enumerate(lines):
             if _MAGIC.match(line):
@@ -111,10 +128,9 @@ def _clean_cell(text: str, number: int) -> tuple[str, list[Dropped]]:
                 kept.append(line)
         lines = kept
         text = "\n".join(lines)
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text, dropped  # graded as it is: the grading reports the syntax error
+        tree = _parse(text)
+        if tree is None:
+            return text, dropped  # graded as it is: the grading reports the syntax error
     stubs = [
         node for node in tree.body
         if isinstance(node, ast.Raise) and node.cause is None and _is_not_implemented(node.exc)
@@ -144,17 +160,22 @@ def convert(notebook: dict[str, Any], files: tuple[str, ...]) -> Converted:
     """The lab files (`files`, the lab's names) that a parsed notebook holds."""
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         raise NotebookError("notebook_unreadable", reason="no list of cells")
+    if len(notebook["cells"]) > MAX_CELLS:
+        raise NotebookError("notebook_too_many_cells", limit=MAX_CELLS)
     parts: dict[str, list[str]] = {rel: [] for rel in files}
     current = files[0]
     dropped: list[Dropped] = []
     for number, cell in enumerate(notebook["cells"], start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code" or is_test_cell(cell):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        text = _source(cell)
+        text = _checked_source(cell, number)
+        if is_test_cell(cell):
+            continue
         named = file_marker(text)
         if named is not None:
             if named not in parts:
-                raise NotebookError("notebook_unknown_file", path=named, files=", ".join(files))
+                raise NotebookError("notebook_unknown_file", path=named[:200],
+                                    files=", ".join(files))
             current = named
         text, left_out = _clean_cell(text, number)
         dropped += left_out
@@ -167,8 +188,37 @@ def convert(notebook: dict[str, Any], files: tuple[str, ...]) -> Converted:
     return Converted(files=built, dropped=tuple(dropped), empty=empty)
 
 
+def _checked_source(cell: dict[str, Any], number: int) -> str:
+    """A code cell's source, once the cell is one the conversion can read: metadata
+    that is a table, a source that is text (or a list of texts) of at most
+    `MAX_CELL_CHARS`. A lone surrogate (a JSON `\\ud800`) becomes U+FFFD, so the cell's
+    text can be written as a UTF-8 file and shown in a note."""
+    metadata = cell.get("metadata") or {}
+    source = cell.get("source", "")
+    if not (isinstance(metadata, dict) and isinstance(metadata.get("nbgrader") or {}, dict)
+            and (not isinstance(source, list) or all(isinstance(s, str) for s in source))):
+        raise NotebookError("notebook_bad_cell", cell=number)
+    text = _source(cell)
+    if len(text) > MAX_CELL_CHARS:
+        raise NotebookError("notebook_cell_too_large", cell=number, limit=MAX_CELL_CHARS)
+    return textsafe.text(text)
+
+
+def _json_depth(data: bytes) -> int:
+    """How deep the JSON in `data` nests, from its brackets outside strings, without
+    parsing it (in C-speed passes: a string's brackets and escaped quotes do not count)."""
+    unescaped = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, _NOT_A_BRACKET)
+    steps = memoryview(brackets.translate(_BRACKET_STEP)).cast("b")
+    return max(itertools.accumulate(steps), default=0)
+
+
 def parse(data: bytes, files: tuple[str, ...]) -> Converted:
-    """Convert a notebook file's bytes (see `convert`)."""
+    """Convert a notebook file's bytes (see `convert`), within the bounds above."""
+    if len(data) > MAX_BYTES:
+        raise NotebookError("notebook_too_large", limit=MAX_BYTES)
+    if _json_depth(data) > MAX_DEPTH:
+        raise NotebookError("notebook_too_deep", limit=MAX_DEPTH)
     try:
         notebook = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -177,9 +227,10 @@ def parse(data: bytes, files: tuple[str, ...]) -> Converted:
 
 
 def read(path: Path, files: tuple[str, ...]) -> Converted:
-    """Read the notebook at `path` and convert it (see `convert`)."""
+    """Read the notebook at `path` (no more of it than `MAX_BYTES` + 1) and convert it."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise NotebookError("notebook_unreadable", reason=type(exc).__name__) from None
     return parse(data, files)
