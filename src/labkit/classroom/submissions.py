@@ -200,6 +200,10 @@ def _collect(lab: LabSpec, root: Path, entry: Entry, lang: str) -> Collected:
 # --- zips ---------------------------------------------------------------------------------
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+try:  # what a corrupt LZMA member raises
+    from lzma import LZMAError as _LZMAError
+except ImportError:  # a Python without lzma: zipfile refuses LZMA members (RuntimeError)
+    _LZMAError = zlib.error  # type: ignore[misc, assignment]
 
 
 def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
@@ -207,7 +211,8 @@ def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
     name = path.name
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
+            NotImplementedError) as exc:  # NotImplementedError: a member's "version needed"
         raise SubmissionError("batch_bad_zip", name=name, reason=_reason(exc)) from None
     with archive:
         members = archive.infolist()
@@ -278,7 +283,7 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int,
     try:
         with archive.open(member) as handle:
             return handle.read(limit + 1)
-    except (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, OSError,
+    except (zipfile.BadZipFile, zlib.error, _LZMAError, NotImplementedError, RuntimeError, OSError,
             EOFError, ValueError) as exc:
         raise SubmissionError("batch_bad_zip", name=name, reason=_reason(exc)) from None
 
