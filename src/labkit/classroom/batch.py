@@ -5,8 +5,10 @@ submissions folder one entry at a time, reads each entry safely (`labkit.classro
 skips the ones the gradebook already has with the same files and grading setup, and
 hands the rest to N long-lived grading processes (`labkit.classroom.gradeserver`): each keeps the
 trusted side warm (pytest, NumPy, hypothesis imported; graders collected; one zygote
-forking the workers that run student code). Requests and results travel as JSON lines
-over pipes. Every result is written to the gradebook in its own transaction as soon as
+forking the workers that run student code). Requests and results travel as framed
+messages over pipes (`labkit.sandbox.protocol`), each submission's files as blobs: they
+stay in memory from the moment they are read, and nothing of a submission is written
+under OUT. Every result is written to the gradebook in its own transaction as soon as
 it arrives, so memory stays flat in N and a killed batch loses nothing it recorded.
 
 A grading process that dies, or a grading that runs past a hard wall limit, is
@@ -30,7 +32,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +42,13 @@ from labkit.classroom.gradebook import FILE_NAME, Gradebook
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
-from labkit.sandbox import isolation
+from labkit.sandbox import isolation, protocol
 
 DEFAULT_OUT = Path("labkit-out")
 GRADEBOOK_NAME = FILE_NAME
 STARTUP_LIMIT = 180.0  # s for a grading process to import, collect and get ready
 WALL_SLACK = 15.0  # s beyond the lab's own limits before a grading is cut off
 NO_ISOLATION = "none"  # the isolation recorded when nothing of the student's ran
-OUT_SCRATCH = "OUT/.scratch"  # where the submissions' files wait for their grading
 
 
 class BatchError(EnglishError):
@@ -143,7 +144,7 @@ def grade_many(
     max_score = lab_checks(lab).max_score
     counts = {"graded": 0, "skipped": 0, "errors": 0}
     with _exclusive(out), Gradebook(gradebook or out / GRADEBOOK_NAME) as book:
-        scratch = (out / ".scratch").resolve()
+        scratch = (out / ".scratch").resolve()  # the grading processes' TMPDIR
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
         run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
@@ -162,8 +163,6 @@ def grade_many(
             kind = "error" if result.status is Status.ERROR else "graded"
             counts["errors" if kind == "error" else "graded"] += 1
             emit(BatchEvent(kind, done, len(entries), task.entry.student, result))
-            if task.workdir is not None:
-                shutil.rmtree(task.workdir.parent, ignore_errors=True)
 
         pool = _Pool(lab, jobs, scratch, out / "logs")
         try:
@@ -176,7 +175,7 @@ def grade_many(
                     if entry is None:
                         exhausted = True
                         break
-                    task, files = _read(lab, entry, lang, max_unpacked, scratch, next(serials))
+                    task = _read(lab, entry, lang, max_unpacked, next(serials))
                     previous = book.previous(lab.id, entry.student)
                     if (not regrade and previous is not None and not previous.retry
                             and previous.digest == task.digest and previous.grader_key == key):
@@ -189,15 +188,6 @@ def grade_many(
                         task.retried = (previous is not None and previous.retry
                                         and previous.digest == task.digest
                                         and previous.grader_key == key)
-                        task.workdir = scratch / f"s{task.serial}" / "work"
-                        try:
-                            task.workdir.mkdir(parents=True)
-                            fileset.materialize(files, task.workdir)
-                        except OSError as exc:  # a full scratch area: the kit's failure
-                            text = i18n.t("kit_failed", lang, detail=f"{OUT_SCRATCH}: {exc}")
-                            finish(task, error_result(lab, text, lang, task.files_digest,
-                                                      max_score), retry=True)
-                            continue
                         pool.submit(task)
                 if exhausted and pool.load == 0:
                     break
@@ -232,7 +222,7 @@ class _Task:
     entry: submissions.Entry
     digest: str  # what the gradebook compares on a rerun
     files_digest: str = ""  # of the graded files ("" when they could not be read)
-    workdir: Path | None = None
+    files: dict[str, bytes] = field(default_factory=dict)  # read, in memory, until sent
     note: str = ""
     error: str = ""
     serial: int = 0
@@ -241,17 +231,15 @@ class _Task:
 
 
 def _read(lab: LabSpec, entry: submissions.Entry, lang: str, max_unpacked: int,
-          scratch: Path, serial: int) -> tuple[_Task, dict[str, bytes]]:
-    """An entry's task and files (none, with `task.error` set, if it cannot be graded)."""
+          serial: int) -> _Task:
+    """An entry's task, with its files (none, and `task.error` set, if it cannot be graded)."""
     try:
-        collected = submissions.read(lab, entry, lang, max_unpacked, scratch)
+        collected = submissions.read(lab, entry, lang, max_unpacked)
     except submissions.SubmissionError as exc:
-        task = _Task(entry, submissions.error_digest(entry), error=exc.text(lang),
+        return _Task(entry, submissions.error_digest(entry), error=exc.text(lang),
                      serial=serial, lang=lang)
-        return task, {}
-    task = _Task(entry, collected.digest, collected.digest, note=collected.note, serial=serial,
-                 lang=lang)
-    return task, collected.files
+    return _Task(entry, collected.digest, collected.digest, files=collected.files,
+                 note=collected.note, serial=serial, lang=lang)
 
 
 def error_result(lab: LabSpec, message: str, lang: str, digest: str = "",
@@ -301,33 +289,36 @@ class _Grader:
             )
         os.close(req_r)
         os.close(rep_w)
-        self.requests = os.fdopen(req_w, "wb")
+        for fd in (req_w, rep_r):  # every wait on them is the selector's or has a deadline
+            os.set_blocking(fd, False)
+        self.requests = os.fdopen(req_w, "wb", buffering=0)
         self.replies = rep_r
-        os.set_blocking(rep_r, False)
-        self.buffer = b""
+        self.reader = protocol.Reader(rep_r)
         self.ready = False
         self.task: _Task | None = None
         self.deadline = time.monotonic() + STARTUP_LIMIT
         self.send({"op": "init", "lab": lab.to_dict()})
 
-    def send(self, message: dict[str, Any]) -> None:
-        self.requests.write(json.dumps(message).encode() + b"\n")
-        self.requests.flush()
+    def send(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> None:
+        """Write one request, by the process's deadline at the latest. One that died or
+        stopped reading is found by `_Pool.wait`: its pipe closes, or its deadline passes."""
+        if self.requests.closed:
+            return
+        with contextlib.suppress(OSError, protocol.ChannelClosed, protocol.ChannelTimeout):
+            protocol.write_message(self.requests.fileno(), header, blobs, self.deadline)
 
     def messages(self) -> tuple[list[dict[str, Any]], bool]:
-        """Complete messages received so far, and whether the process closed its end."""
-        closed = False
-        while True:
-            try:
-                chunk = os.read(self.replies, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                closed = True
-                break
-            self.buffer += chunk
-        *lines, self.buffer = self.buffer.split(b"\n")
-        return [json.loads(line) for line in lines if line.strip()], closed
+        """The messages complete so far (one read of the pipe the selector found ready),
+        and whether the process closed its end. One that sends something that is not a
+        message is killed, and counts as closed."""
+        try:
+            return [header for header, _ in self.reader.read_ready()], False
+        except protocol.ChannelClosed:
+            return [], True
+        except protocol.ProtocolError:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            return [], True
 
     def log_tail(self) -> str:
         try:
@@ -393,11 +384,9 @@ class _Pool:
                 task = self.queue.popleft()
                 grader.task = task
                 grader.deadline = time.monotonic() + self.wall
-                try:
-                    grader.send({"op": "grade", "id": task.serial, "dir": str(task.workdir),
-                                 "lang": task.lang})
-                except OSError:
-                    pass  # it died; the selector reports the closed pipe next
+                names, blobs = fileset.as_blobs(task.files)
+                grader.send({"op": "grade", "id": task.serial, "lang": task.lang,
+                             "files": names}, blobs)
 
     def wait(self) -> list[tuple[_Task, dict[str, Any] | None, str]]:
         """Block until something finishes; each item is (task, document, failure text)."""

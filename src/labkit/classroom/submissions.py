@@ -4,8 +4,9 @@ A submissions folder holds one entry per student: a workspace folder or a `.zip`
 (as LMS downloads come); the student id is the entry's name without `.zip`. Reading an
 entry never trusts it: zips are checked before anything is unpacked (no path may leave
 the folder, the unpacked size is bounded, members are read with a cap), only the lab's
-own files are taken out, and anything unusable becomes a `SubmissionError` whose
-message names the problem, so that student gets an `error` and the batch goes on.
+own files are taken out, into memory (nothing of an entry is ever written), and
+anything unusable becomes a `SubmissionError` whose message names the problem, so that
+student gets an `error` and the batch goes on.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -104,19 +104,19 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
     return result, sorted(ignored)
 
 
-def read(lab: LabSpec, entry: Entry, lang: str, max_unpacked: int = MAX_UNPACKED_BYTES,
-         scratch: Path | None = None) -> Collected:
+def read(lab: LabSpec, entry: Entry, lang: str,
+         max_unpacked: int = MAX_UNPACKED_BYTES) -> Collected:
     """The lab's files of one entry, or `SubmissionError` saying why there are none.
 
-    A zip's lab files are unpacked into a temporary folder (under `scratch` if given).
+    A zip's lab files are read out of the archive into memory: nothing is written.
     """
     if entry.duplicate_of:
         raise SubmissionError("batch_duplicate", names=entry.duplicate_of)
     if entry.kind == "zip":
-        with tempfile.TemporaryDirectory(prefix="unzip-", dir=scratch) as tmp:
-            root = _unzip(lab, entry.path, Path(tmp), max_unpacked)
-            return _collect(lab, root, entry, lang)
-    return _collect(lab, _find_root(lab, entry.path, entry), entry, lang)
+        members = _unzip(lab, entry.path, max_unpacked)
+        return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
+    root = _find_root(lab, entry.path, entry)
+    return _collect(entry, lambda: workspace.collect_submission(lab, root, lang))
 
 
 def error_digest(entry: Entry) -> str:
@@ -186,9 +186,9 @@ def _pick_prefix(candidates: set[str], entry: Entry) -> str:
     return best[0]
 
 
-def _collect(lab: LabSpec, root: Path, entry: Entry, lang: str) -> Collected:
+def _collect(entry: Entry, collect: Callable[[], workspace.Submission]) -> Collected:
     try:
-        found = workspace.collect_submission(lab, root, lang)
+        found = collect()
     except workspace.WorkspaceError as exc:
         raise SubmissionError(exc.key, **exc.params) from None
     except (OSError, UnicodeError, ValueError) as exc:
@@ -206,8 +206,9 @@ except ImportError:  # a Python without lzma: zipfile refuses LZMA members (Runt
     _LZMAError = zlib.error  # type: ignore[misc, assignment]
 
 
-def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
-    """Check the whole zip, then unpack only the lab's files into `dest`; the lab root."""
+def _unzip(lab: LabSpec, path: Path, max_unpacked: int) -> dict[str, bytes]:
+    """Check the whole zip, then read only the lab's files (and notebook) out of it:
+    `{path inside the lab: bytes}`."""
     name = path.name
     try:
         archive = zipfile.ZipFile(path)
@@ -232,6 +233,7 @@ def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
             raise SubmissionError("batch_empty", name=name)
         prefix = _zip_prefix(lab, names, path)
         wanted = [*lab.files, f"{lab.id}.ipynb"]
+        found = {}
         for rel in wanted:
             member = names.get(prefix + rel)
             if member is None:
@@ -244,10 +246,22 @@ def _unzip(lab: LabSpec, path: Path, dest: Path, max_unpacked: int) -> Path:
             data = _read_member(archive, member, limit, name)
             if len(data) > limit:
                 raise SubmissionError("file_too_large", path=rel, limit=limit)
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    return dest
+            found[rel] = data
+    return found
+
+
+def _reader(members: dict[str, bytes]) -> workspace.Read:
+    """Reads the lab's files from a zip's members as they are read from a folder: a
+    missing one is `FileNotFoundError`, one over the size limit is refused."""
+
+    def read(rel: str, limit: int) -> bytes:
+        if rel not in members:
+            raise FileNotFoundError(rel)
+        if len(members[rel]) > limit:
+            raise workspace.WorkspaceError("file_too_large", path=rel, limit=limit)
+        return members[rel]
+
+    return read
 
 
 def _safe_name(raw: str) -> str | None:

@@ -13,6 +13,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,29 +78,39 @@ class Submission:
     note: str = ""
 
 
-def collect(lab: LabSpec, path: Path) -> dict[str, bytes]:
-    """The lab's files from a workspace, refusing anything that is not a plain file."""
-    return collect_submission(lab, path).files
+# Reads one of a submission's files: (relative path, size limit) -> its bytes, or
+# FileNotFoundError if it is not there, WorkspaceError if it may not be graded.
+Read = Callable[[str, int], bytes]
 
 
 def collect_submission(lab: LabSpec, path: Path, lang: str = "en") -> Submission:
-    """The lab's files from a workspace: its `.py` files, or else its `LAB.ipynb`.
-
-    A workspace that lacks a lab file but holds the lab's notebook is graded from the
-    notebook (see `labkit.student.notebookfiles`); the note says what was left out of it.
-    """
+    """The lab's files from a workspace folder (see `read_submission`), refusing anything
+    that is not a plain file."""
     if not path.is_dir():
         raise WorkspaceError("no_workspace", lab=lab.id, path=str(path))
+    return read_submission(lab, lambda rel, limit: read_plain_file(path, rel, limit), lang)
+
+
+def read_submission(lab: LabSpec, read: Read, lang: str = "en") -> Submission:
+    """The lab's files as `read` gives them (from a folder, or a zip read in memory): its
+    `.py` files, or else its `LAB.ipynb`.
+
+    A submission that lacks a lab file but holds the lab's notebook is graded from the
+    notebook (see `labkit.student.notebookfiles`); the note says what was left out of it.
+    """
     files = {}
     for rel in lab.files:
         try:
-            files[rel] = read_plain_file(path, rel, MAX_FILE_BYTES)
+            files[rel] = read(rel, MAX_FILE_BYTES)
         except FileNotFoundError:
-            if os.path.lexists(path / f"{lab.id}.ipynb"):
-                return _collect_notebook(lab, path / f"{lab.id}.ipynb", lang)
-            raise WorkspaceError(
-                "missing_file", lab=lab.id, path=rel, files=", ".join(lab.files)
-            ) from None
+            name = f"{lab.id}.ipynb"
+            try:
+                data = read(name, NOTEBOOK_MAX_BYTES)
+            except FileNotFoundError:
+                raise WorkspaceError(
+                    "missing_file", lab=lab.id, path=rel, files=", ".join(lab.files)
+                ) from None
+            return _notebook_submission(lab, name, data, lang)
     return Submission(files)
 
 
@@ -155,15 +166,15 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
             os.close(fd)
 
 
-def _collect_notebook(lab: LabSpec, target: Path, lang: str) -> Submission:
+def _notebook_submission(lab: LabSpec, name: str, data: bytes, lang: str) -> Submission:
+    """The lab's files converted from the notebook `name` (its bytes: `data`)."""
     from labkit import i18n
     from labkit.student import notebookfiles as notebook
 
-    data = read_plain_file(target.parent, target.name, NOTEBOOK_MAX_BYTES)
     try:
         converted = notebook.parse(data, lab.files)
     except notebook.NotebookError as exc:
-        raise WorkspaceError(exc.key, notebook=target.name, **exc.params) from None
+        raise WorkspaceError(exc.key, notebook=name, **exc.params) from None
     for rel, data in converted.files.items():
         if len(data) > MAX_FILE_BYTES:
             raise WorkspaceError("file_too_large", path=rel, limit=MAX_FILE_BYTES)
@@ -171,10 +182,10 @@ def _collect_notebook(lab: LabSpec, target: Path, lang: str) -> Submission:
     if converted.dropped:
         shown = "; ".join(str(d) for d in converted.dropped[:3])
         more = len(converted.dropped) - 3
-        notes.append(i18n.t("notebook_dropped", lang, notebook=target.name,
+        notes.append(i18n.t("notebook_dropped", lang, notebook=name,
                             lines=shown + (f" (+{more})" if more > 0 else "")))
     if converted.empty:
-        notes.append(i18n.t("notebook_empty", lang, notebook=target.name,
+        notes.append(i18n.t("notebook_empty", lang, notebook=name,
                             files=", ".join(converted.empty)))
     return Submission(converted.files, " ".join(notes))
 
