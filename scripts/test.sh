@@ -15,4 +15,5 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 python3 -m ruff check src tests grader solutions benchmarks
+python3 -m mypy
 python3 -m pytest "$@"

@@ -114,6 +114,14 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _rowid(cursor: sqlite3.Cursor) -> int:
+    """The id of the row a successful INSERT just wrote (sqlite3 sets it after every INSERT)."""
+    rowid = cursor.lastrowid
+    if rowid is None:
+        raise TypeError("the INSERT left no row id")
+    return rowid
+
+
 @dataclass(frozen=True)
 class Previous:
     """What the gradebook knows of a student's last grading, to decide on skipping it."""
@@ -225,7 +233,7 @@ class Gradebook:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (lab, source, jobs, call_timeout, labkit_version, now()),
         )
-        return int(cursor.lastrowid)
+        return _rowid(cursor)
 
     def finish_run(self, run_id: int, graded: int, skipped: int, errors: int) -> None:
         self.db.execute(
@@ -250,7 +258,7 @@ class Gradebook:
                  result.isolation, result.lang, result.labkit_version, result.message,
                  int(retry), json.dumps(result.to_dict(), ensure_ascii=False)),
             )
-            submission = int(cursor.lastrowid)
+            submission = _rowid(cursor)
             self.db.executemany(
                 "INSERT INTO check_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(submission, position, c.id, c.title, c.status.value, c.points, c.max_points,
@@ -318,7 +326,7 @@ class Gradebook:
             " WHERE s.lab = ? GROUP BY c.check_id ORDER BY min(c.position), c.check_id",
             (lab,),
         ).fetchall()
-        messages = {}
+        messages: dict[str, tuple[str, int]] = {}
         for check_id, message, count in self.db.execute(
             "SELECT c.check_id, c.message, count(*) AS n"
             " FROM check_results c JOIN latest_submissions s ON s.id = c.submission_id"

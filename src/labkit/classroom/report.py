@@ -172,8 +172,8 @@ def html(report: ClassReport, title: str = "") -> str:
     """One self-contained HTML page: summary, score histogram, per-check chart and table."""
     r = report
     heading = escape(title or f"{r.lab}: class report")
-    cards = [("students", r.students), ("pass", r.passed), ("fail", r.failed),
-             ("error", r.errors)]
+    cards: list[tuple[str, int | str]] = [("students", r.students), ("pass", r.passed),
+                                          ("fail", r.failed), ("error", r.errors)]
     if r.students:
         cards += [("mean", f"{r.mean:.2f} / {r.max_score:g}"), ("median", f"{r.median:g}")]
     summary = "".join(f'<div class="card"><b>{escape(str(v))}</b>{escape(k)}</div>'

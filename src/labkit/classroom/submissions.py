@@ -222,6 +222,7 @@ def _unzip(lab: LabSpec, path: Path, max_unpacked: int) -> dict[str, bytes]:
         if sum(m.file_size for m in members) > max_unpacked:
             raise SubmissionError("batch_zip_bomb", name=name, limit=max_unpacked // 2**20)
         names: dict[str, zipfile.ZipInfo] = {}
+        member: zipfile.ZipInfo | None  # reused below for names.get(), which may be None
         for member in members:
             clean = _safe_name(member.filename)
             if clean is None:

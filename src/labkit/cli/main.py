@@ -42,7 +42,8 @@ class OneLineErrors(click.Group):
             click.echo(exc.ctx.get_help())
             sys.exit(2)
         except click.ClickException as exc:
-            hint = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) else ""
+            ctx: click.Context | None = getattr(exc, "ctx", None)  # UsageError's; not every one's
+            hint = f" (see '{ctx.command_path} --help')" if ctx else ""
             die(f"{exc.format_message()}{hint}")
         except click.Abort:
             die("aborted")

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from labkit import textsafe
 from labkit.classroom.batch import BatchEvent
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class PlainProgress:
@@ -35,6 +38,8 @@ class PlainProgress:
             line = f"{counter} {event.student}  unchanged, skipped"
         else:
             r = event.result
+            if r is None:  # the batch sends every "graded" and "error" event with its result
+                raise TypeError(f"a {event.kind!r} event without its result")
             line = f"{counter} {event.student}  {r.status.value}  {r.score:g}/{r.max_score:g}"
             line += f"  {r.duration_s:.2f} s"
             if r.message:
@@ -70,7 +75,7 @@ class RichProgress:
             console=Console(stderr=True),
             transient=False,
         )
-        self.task = None
+        self.task: TaskID | None = None
         self.counts = {"graded": 0, "skipped": 0, "error": 0}
 
     def _fields(self) -> str:
@@ -83,6 +88,8 @@ class RichProgress:
             self.task = self.progress.add_task("grading", total=event.total, counts=self._fields())
             return
         self.counts[event.kind] = self.counts.get(event.kind, 0) + 1
+        if self.task is None:  # the batch's first event is always "start"
+            raise TypeError(f"a {event.kind!r} event before the batch's start")
         self.progress.update(self.task, completed=event.done, counts=self._fields())
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ import builtins
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from labkit.sandbox import codec, protocol
 from labkit.sandbox.host import Sandbox, WorkerCrashed, WorkerFailure, WorkerHandle
@@ -39,7 +39,8 @@ def _raised_class(builtin: str | None) -> type[StudentRaised]:
         if not (isinstance(base, type) and issubclass(base, Exception)) or base is Exception:
             _RAISED_CLASSES[builtin] = StudentRaised
         else:
-            cls = type(f"Student{builtin}", (StudentRaised, base), {})
+            # type() returns a plain `type`; this one's first base is StudentRaised
+            cls = cast(type[StudentRaised], type(f"Student{builtin}", (StudentRaised, base), {}))
             try:
                 cls.__new__(cls)
             except TypeError:  # e.g. MemoryError allocates its own way: no mix-in
@@ -228,6 +229,10 @@ class Rehearsal:
 
 class Student:
     """Attribute access on this object calls the student's functions in the worker."""
+
+    # set in __init__ with object.__setattr__; declared so they are not read as __getattr__'s
+    _session: Session
+    _module: str | None
 
     def __init__(self, session: Session, module: str | None = None) -> None:
         object.__setattr__(self, "_session", session)

@@ -29,7 +29,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -54,7 +54,10 @@ class Replay:
 
     def __init__(self, wrapped: Any) -> None:
         self.wrapped = wrapped
-        self.inner = _compat.inner_test(wrapped)
+        inner = _compat.inner_test(wrapped)
+        if inner is None:  # a Replay is made only for a check hypothesis runs (`@given`)
+            raise TypeError(f"{wrapped!r} is not a hypothesis test")
+        self.inner: Callable[..., Any] = inner
         self.fixtures = list(inspect.signature(wrapped).parameters)
         self.examples: list[dict[str, Any]] | None = None
         self.frozen: list[bool] = []  # examples made only of immutable values need no copy
@@ -265,6 +268,11 @@ class PlainReports:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         excinfo = call.excinfo
+        when = call.when
+        if when == "collect":  # pytest makes run-test reports for setup, call, teardown only
+            raise ValueError("a run-test report for a collection")
+        outcome: Literal["passed", "failed", "skipped"]
+        longrepr: tuple[str, int, str] | str | None
         if excinfo is None:
             outcome, longrepr = "passed", None
         elif isinstance(excinfo.value, pytest.skip.Exception):
@@ -272,7 +280,7 @@ class PlainReports:
             longrepr = (str(item.path), item.location[1] or 0, str(excinfo.value))
         else:
             outcome, longrepr = "failed", f"{excinfo.typename}: {str(excinfo.value)[:200]}"
-        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, call.when,
+        return pytest.TestReport(item.nodeid, item.location, {}, outcome, longrepr, when,
                           duration=call.duration, start=call.start, stop=call.stop)
 
 

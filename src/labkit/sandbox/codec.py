@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
         raise ValueError("bad shape")
     if math.prod(shape) * dtype.itemsize != len(blob):
         raise ValueError("the data does not match the shape")
-    order = "F" if tree.get("order") == "F" else "C"
+    order: Literal["C", "F"] = "F" if tree.get("order") == "F" else "C"
     return np.ndarray(shape, dtype, buffer=blob, order=order).copy(order="K")
 
 

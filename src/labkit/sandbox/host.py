@@ -53,6 +53,8 @@ _START_SECONDS = 30.0
 class WorkerFailure(Exception):
     """The worker could not answer: base of the timeout and crash outcomes."""
 
+    where: str = ""  # what the grader asked for when it failed (set by the engine's proxy)
+
 
 class WorkerTimeout(WorkerFailure):
     """The worker did not answer within the call's time limit and was killed."""

@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from labkit import settings
 from labkit.errors import EnglishError
@@ -82,6 +83,7 @@ def choose(value: str | None = None) -> Isolation:
     if mode == "process":
         return Isolation("process", f"requested ({source})")
     path = shutil.which("bwrap")
+    problem: str | None
     if path is None:
         problem = "bwrap not found on PATH (Debian/Ubuntu package: bubblewrap)"
     else:
@@ -207,6 +209,16 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
     return args
 
 
+class _PopenCommon(TypedDict):
+    """The Popen arguments `launch` passes in both modes."""
+
+    env: dict[str, str]
+    stdin: int
+    stdout: int
+    stderr: int
+    start_new_session: bool
+
+
 def _data_pipe(text: str) -> int:
     read, write = os.pipe()
     os.write(write, text.encode())
@@ -224,8 +236,8 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
     root's files, cannot write the read-only binds even after remounting, and is
     bound by RLIMIT_NPROC. Started by anyone else, bwrap maps the caller's own uid.
     """
-    common = dict(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                  start_new_session=True)
+    common = _PopenCommon(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=stderr, start_new_session=True)
     if isolation.mode == "process":
         return subprocess.Popen(command, pass_fds=pass_fds, cwd=cwd, **common)
     precompile()

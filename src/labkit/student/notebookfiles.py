@@ -136,7 +136,8 @@ def _clean_cell(text: str, number: int) -> tuple[str, list[Dropped]]:
         if isinstance(node, ast.Raise) and node.cause is None and _is_not_implemented(node.exc)
     ]
     if stubs:
-        gone = {n for node in stubs for n in range(node.lineno - 1, node.end_lineno)}
+        # ast.parse always sets end_lineno; the fallback only narrows the Optional for mypy
+        gone = {n for node in stubs for n in range(node.lineno - 1, node.end_lineno or node.lineno)}
         dropped += [Dropped(number, n + 1, lines[n]) for n in sorted(gone)]
         text = "\n".join(line for n, line in enumerate(lines) if n not in gone)
     return text, dropped

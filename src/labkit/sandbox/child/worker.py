@@ -15,7 +15,7 @@ in its own session, stays its descendant, and it is killed with the worker.
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # CPython's C module behind `signal`: no stubs
 import array
 import ctypes
 import gc
@@ -195,6 +195,8 @@ def _load(spec: ModuleSpec) -> Any:
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is None:  # no such stream (sys.__stdout__ may be None)
+            continue
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 - a student's replacement stream may do anything
@@ -348,7 +350,11 @@ class _PrecompiledLoader(SourceFileLoader):
     """Loads a job's module with the code the zygote compiled, if the file read now holds
     exactly the source that was compiled (the student's code may have rewritten it)."""
 
-    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> Any:
+    # typeshed has InspectLoader's static source_to_code; SourceFileLoader's (CPython's
+    # SourceLoader) is an instance method taking `_optimize`, the one this overrides
+    def source_to_code(  # type: ignore[override]
+        self, data: Any, path: Any, *, _optimize: int = -1,
+    ) -> Any:
         entry = _COMPILED.get(path)
         if entry is not None and entry[0] == data and _optimize == -1:
             return entry[1]
