@@ -23,6 +23,15 @@ def stub_files(lab: LabSpec) -> dict[str, bytes]:
     return {rel: (lab.exercise_dir / rel).read_bytes() for rel in lab.files}
 
 
+def write_files(files: dict[str, bytes], folder: Path) -> Path:
+    """A student's folder holding `files` (the kit itself never writes a submission)."""
+    for rel, data in files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return folder
+
+
 @dataclass(frozen=True)
 class Variant:
     """A solution changed by text edits: a mutant (honest bug) or a hostile submission."""

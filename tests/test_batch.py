@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, folder, small_class
-from kit import solution_files, stub_files, variants
+from kit import solution_files, stub_files, variants, write_files
 
 from labkit import fileset
 from labkit.classroom import batch, gradebook
@@ -266,7 +266,7 @@ OTHER_LABS = [lab for lab in catalogue() if lab.id != "lab02" and lab.grader_dir
 def test_batch_grades_every_lab_like_the_runner(tmp_path, lab):
     subs = tmp_path / "class"
     for name, files in (("solution", solution_files(lab)), ("stub", stub_files(lab))):
-        fileset.materialize(files, subs / name)
+        write_files(files, subs / name)
     results = current(batch.grade_many(lab, subs, tmp_path / "out", jobs=2).gradebook)
     assert results["solution"].score == results["solution"].max_score > 0, [
         (c.id, c.message) for c in results["solution"].failed]

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kit import daemon_pids, solution_files, stub_files, variants
+from kit import daemon_pids, solution_files, stub_files, variants, write_files
 
-from labkit import fileset
 from labkit.cli import main
 from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
@@ -59,9 +58,7 @@ def _wait_ready(lab=LAB) -> daemon.DaemonInfo:
 
 
 def _workspace(tmp_path: Path, name: str, files: dict[str, bytes]) -> Path:
-    path = tmp_path / name
-    fileset.materialize(files, path)
-    return path
+    return write_files(files, tmp_path / name)
 
 
 def _same_grade(a: LabResult, b: LabResult) -> None:

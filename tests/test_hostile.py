@@ -25,14 +25,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from kit import REPO, Variant, solution_files, variants
+from kit import REPO, Variant, solution_files, variants, write_files
 
 from labkit import i18n
 from labkit.classroom import batch
 from labkit.classroom.gradebook import Gradebook
 from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
-from labkit.fileset import materialize
 from labkit.results import SCHEMA_FILE, LabResult, Status
 from labkit.sandbox.host import OUTPUT_EXCERPT, marked_processes
 from labkit.student import policy
@@ -185,8 +184,8 @@ def test_hostile_submissions_graded_warm_one_after_another(tmp_path, arena, monk
     before = fingerprint(kit_files(lab.id) + watched)
     folders = tmp_path / "class"
     for index, variant in enumerate(WARM_CASES):
-        materialize(fill(variant.files(), fills), folders / f"s{index:02d}")
-    materialize(solution_files(lab), folders / "zz-solution")
+        write_files(fill(variant.files(), fills), folders / f"s{index:02d}")
+    write_files(solution_files(lab), folders / "zz-solution")
     summary = batch.grade_many(lab, folders, tmp_path / "out", jobs=1, timeout=CALL_TIMEOUT)
     assert summary.graded == len(WARM_CASES) + 1
     with Gradebook(summary.gradebook) as book:

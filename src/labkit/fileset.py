@@ -1,16 +1,15 @@
-"""A submission's files as one value: `{relative path: bytes}`, its digest, its one copy.
+"""A submission's files as one value: `{relative path: bytes}`, its digest, how it travels.
 
 Files are read once (from a folder, a zip or a notebook) and stay in memory; the digest
 names that exact content across machines; between processes they travel in a framed
 message (`labkit.sandbox.protocol`), names in the header and contents as blobs
-(`as_blobs`, `from_blobs`); `materialize` writes the single copy a sandbox's worker
-imports.
+(`as_blobs`, `from_blobs`). The only copy ever written is each worker's, which the
+sandbox's zygote writes into the worker's fresh folder.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 Files = dict[str, bytes]
@@ -40,10 +39,3 @@ def from_blobs(names: Any, blobs: list[bytes]) -> Files:
         raise ValueError("the file names do not match the files")
     return dict(zip(names, blobs, strict=True))
 
-
-def materialize(files: Files, dest: Path) -> None:
-    """Write the collected files into a fresh directory (the graded copy)."""
-    for rel, data in files.items():
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
