@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from kit import REPO
@@ -38,10 +39,17 @@ def test_wheel_carries_exercises_and_graders_but_no_solutions(wheel):
 @pytest.mark.slow
 def test_labkit_runs_from_the_wheel_in_a_fresh_virtualenv(wheel, tmp_path):
     venv = tmp_path / "venv"
-    # The venv sees the machine's packages for the dependencies (no network needed), but
-    # labkit itself comes only from the wheel.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    # The venv sees this interpreter's packages for the dependencies (no network needed),
+    # but labkit itself comes only from the wheel. `--system-site-packages` would show the
+    # base interpreter's packages instead, which are not these when the tests themselves
+    # run in a virtualenv; listed in a .pth, these folders' own .pth files (an editable
+    # labkit among them) are not read.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    inner = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    outer = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    Path(inner, "outer-packages.pth").write_text("".join(f"{p}\n" for p in outer))
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index"]
     subprocess.run([*pip, str(wheel)], check=True, capture_output=True)
     work = tmp_path / "student"
