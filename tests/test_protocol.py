@@ -225,3 +225,51 @@ def test_a_non_blocking_reader_returns_what_is_complete_and_then_sees_eof():
             reader.read_ready()
     finally:
         os.close(r)
+
+
+def npy_header(descr, shape) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": descr, "fortran_order": False,
+                                                  "shape": shape})
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("tree", "blobs"),
+    [({"t": "ndarray", "blob": 0, "dtype": "|V0", "shape": [10**9, 10**9]}, [b""]),  # no bytes
+     ({"t": "ndarray", "blob": 0, "dtype": "|V0", "shape": [0, 10**30]}, [b""]),
+     ({"t": "ndarray", "blob": 0, "dtype": "|V0", "shape": [1] * 65}, [b""]),
+     ({"t": "ndarray", "blob": 0}, [npy_header([], (10**9, 10**9))]),  # a structured V0
+     ({"t": "ndarray", "blob": 0},  # 10**9 zero-size elements in each one-byte record
+      [npy_header([("a", "|V0", (10**9,)), ("b", "|u1")], (1,)) + b"\0"]),
+     ({"t": "list", "v": [0] * (codec.MAX_ITEMS + 1)}, []),
+     ({"t": "dict", "v": [[0, 0]] * (codec.MAX_ITEMS + 1)}, []),
+     ("x" * (codec.MAX_STRING + 1), [])],
+)
+def test_values_over_the_element_and_item_limits_are_refused_before_they_are_built(tree, blobs):
+    started = time.monotonic()
+    with pytest.raises(ProtocolError):
+        codec.decode_value(tree, blobs)
+    assert time.monotonic() - started < 1
+
+
+def test_an_array_at_the_element_limit_still_travels():
+    zero_size = np.empty(1000, dtype="V0")
+    assert roundtrip(zero_size).shape == (1000,)
+    assert roundtrip(np.zeros((2, 3), dtype=[("a", "<f8", (2,)), ("b", "u1")])).shape == (2, 3)
+
+
+@pytest.mark.parametrize("values", [b"{}," * 3_000_000 + b"{}", b"[]," * 600_000 + b"1",
+                                    b'"a":1,' * 600_000 + b'"b":1'])
+def test_a_header_of_too_many_values_is_refused_before_it_is_parsed(values):
+    head = b'{"v": [' + values + b'], "blobs": []}' if not values.startswith(b'"') \
+        else b'{"v": {' + values + b'}, "blobs": []}'
+    started = time.monotonic()
+    with pytest.raises(ProtocolError, match="values"):
+        protocol.unpack(struct.pack(">I", len(head)) + head)
+    assert time.monotonic() - started < 1
+
+
+def test_commas_inside_strings_are_not_values():
+    text = "a," * (protocol.MAX_HEADER_VALUES + 10)
+    assert roundtrip([text, 1]) == [text, 1]

@@ -23,6 +23,15 @@ import numpy as np
 from labkit.sandbox.protocol import ProtocolError
 
 MAX_DEPTH = 64  # containers in a value; deeper ones travel as opaque
+# What a decoded value may hold, checked before it is built (the framing bounds a whole
+# tree's values, `protocol.MAX_HEADER_VALUES`). An array's elements are counted apart
+# from its bytes: a zero-size dtype (`V0`, a structured dtype with no fields) carries
+# 10**18 elements in no bytes at all, and copying or comparing it would never end. So
+# every element counts as at least a byte, field and subarray elements included.
+MAX_ITEMS = 1 << 20  # items of one list, tuple or dict
+MAX_STRING = 1 << 22  # characters of one string
+MAX_ELEMENTS = 64 * 1024 * 1024  # elements of one array (its message's byte limit)
+MAX_NDIM = 64  # NumPy's own limit on dimensions
 
 
 def _encode_array(array: np.ndarray, tag: str, blobs: list[bytes]) -> dict[str, Any]:
@@ -48,19 +57,42 @@ def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
     """Inverse of `_encode_array`: a new, writable array; refuses object dtypes."""
     blob = blobs[tree["blob"]]
     if "dtype" not in tree:
-        return np.load(io.BytesIO(blob), allow_pickle=False)
+        # np.load builds only what the blob holds, and nothing at all for a zero-size
+        # dtype: the elements are counted once it has read the header.
+        array = np.load(io.BytesIO(blob), allow_pickle=False)
+        _check_elements(array.shape, array.dtype)
+        return array
     name, shape = tree["dtype"], tree["shape"]
-    if type(name) is not str or type(shape) is not list:
+    if type(name) is not str or type(shape) is not list or len(shape) > MAX_NDIM:
         raise ValueError("bad dtype or shape")
     dtype = np.dtype(name)
     if dtype.hasobject or dtype.names is not None or dtype.str != name:
         raise ValueError(f"dtype {name!r} may not travel")
     if not all(type(n) is int and n >= 0 for n in shape):
         raise ValueError("bad shape")
+    _check_elements(shape, dtype)
     if math.prod(shape) * dtype.itemsize != len(blob):
         raise ValueError("the data does not match the shape")
     order: Literal["C", "F"] = "F" if tree.get("order") == "F" else "C"
     return np.ndarray(shape, dtype, buffer=blob, order=order).copy(order="K")
+
+
+def _check_elements(shape: Any, dtype: np.dtype) -> None:
+    """Refuse an array of over `MAX_ELEMENTS` elements (see there), before it is built."""
+    if any(n > MAX_ELEMENTS for n in shape):  # (0, 10**30) holds nothing, yet no array has it
+        raise ValueError(f"a dimension of over {MAX_ELEMENTS}")
+    if math.prod(shape) * _dtype_elements(dtype) > MAX_ELEMENTS:
+        raise ValueError(f"an array of over {MAX_ELEMENTS} elements")
+
+
+def _dtype_elements(dtype: np.dtype) -> int:
+    """Elements in one item of `dtype`: its fields' and subarrays' (at least one)."""
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return math.prod(shape) * _dtype_elements(base)
+    if dtype.names is not None:
+        return max(1, sum(_dtype_elements(dtype.fields[n][0]) for n in dtype.names))
+    return 1
 
 
 def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
@@ -139,12 +171,18 @@ def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
     """Inverse of `encode_value`; rejects anything not produced by it."""
     if depth > MAX_DEPTH + 1:
         raise ProtocolError("value nested too deeply")
-    if tree is None or type(tree) in (bool, int, float, str):
+    if tree is None or type(tree) in (bool, int, float):
+        return tree
+    if type(tree) is str:
+        if len(tree) > MAX_STRING:
+            raise ProtocolError(f"a string of over {MAX_STRING} characters")
         return tree
     if type(tree) is not dict or "t" not in tree:
         raise ProtocolError("malformed value")
     tag = tree["t"]
     try:
+        if tag in ("list", "tuple", "dict") and len(tree["v"]) > MAX_ITEMS:
+            raise ProtocolError(f"a {tag} of over {MAX_ITEMS} items")
         if tag in ("list", "tuple"):
             items = [decode_value(item, blobs, depth + 1) for item in tree["v"]]
             return tuple(items) if tag == "tuple" else items

@@ -7,9 +7,10 @@ send messages framed here. A message is an 8-byte length, a 4-byte header length
 header (a JSON object, which lists the sizes of the blobs) and the blobs. Nothing is
 ever unpickled, and what the other side sent is checked against limits before it is
 allocated or parsed: the whole length (before it is read), the header's length and
-bracket depth (before `json.loads`, which would otherwise raise `RecursionError`), the
-number of blobs and their sizes. Malformed input is a `ProtocolError`, never a
-`MemoryError` or a `RecursionError`.
+bracket depth (before `json.loads`, which would otherwise raise `RecursionError`) and
+number of values (before `json.loads` builds them: a 16 MiB header of `{},` would be
+millions of objects, gigabytes of them), the number of blobs and their sizes. Malformed
+input is a `ProtocolError`, never a `MemoryError` or a `RecursionError`.
 
 Standard library only: the batch's parent process frames messages too, and it never
 imports NumPy (values are encoded in `labkit.sandbox.codec`).
@@ -33,6 +34,9 @@ MAX_DATAGRAM = 64 * 1024  # a message sent as one datagram (the zygote's control
 # Room for a value tree of `codec.MAX_DEPTH` containers (up to three JSON levels each)
 # inside a message's header; json.loads is never asked to go deeper.
 MAX_HEADER_DEPTH = 256
+# Values in one header (so in one decoded value tree): each costs the trusted side some
+# 60 bytes once parsed, so this bounds a header's objects to tens of MiB.
+MAX_HEADER_VALUES = 1 << 20
 _LEN = struct.Struct(">Q")
 _HEAD = struct.Struct(">I")
 # Bytes asked for by a message's first read (a buffer this size is allocated for every
@@ -41,6 +45,7 @@ _FIRST_READ = 64 * 1024
 _READ_SIZE = 1 << 20
 # A JSON string (what json.dumps writes, and the only way JSON hides a bracket).
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SEPARATORS = (b",", b":", b"[", b"{")  # what comes before every JSON value but the first
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _STEP = tuple({ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}.get(b, 0)
               for b in range(256))
@@ -77,6 +82,8 @@ def unpack(body: bytes) -> Message:
     if head_len > MAX_HEADER or _HEAD.size + head_len > len(body):
         raise ProtocolError(f"malformed message: a header of {head_len} bytes")
     head = body[_HEAD.size : _HEAD.size + head_len]
+    if not _few_values(head):  # first: counting is cheaper than measuring the depth
+        raise ProtocolError(f"malformed message: a header of over {MAX_HEADER_VALUES} values")
     if not _shallow(head):
         raise ProtocolError("malformed message: header nested too deeply")
     try:
@@ -119,6 +126,18 @@ def _shallow(head: bytes) -> bool:
         return True
     brackets = _STRING.sub(b"", head).translate(None, _NOT_BRACKETS)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= MAX_HEADER_DEPTH
+
+
+def _few_values(head: bytes) -> bool:
+    """Whether the JSON text `head` holds at most `MAX_HEADER_VALUES` values.
+
+    A JSON value other than the first follows a comma, a colon or an opening bracket,
+    so their number outside strings bounds the values `json.loads` would build (a
+    string is one value, whatever it holds). The usual header has few of them at all.
+    """
+    if sum(map(head.count, _SEPARATORS)) <= MAX_HEADER_VALUES:
+        return True
+    return sum(map(_STRING.sub(b"", head).count, _SEPARATORS)) <= MAX_HEADER_VALUES
 
 
 def _wait(fd: int, deadline: float | None, write: bool = False) -> None:

@@ -57,6 +57,10 @@ _NDARRAY = np.ndarray
 _VIEW = np.ndarray.view
 
 MAX_EXCEPTION_TEXT = 500
+# Seconds a student's exception has to describe itself (its `__str__`, a class that
+# computes its name): past them it is reported by its type's name alone, so one that
+# never finishes costs its check a fraction of a second, not the call's whole timeout.
+DESCRIBE_SECONDS = 0.25
 MAX_PRECOMPILED = 256 * 1024  # bytes of one source file the zygote compiles for its workers
 
 
@@ -69,21 +73,49 @@ def _load_probes(name: str, source: bytes) -> Any:
     return module
 
 
+class _TooSlow(BaseException):
+    """Raised by the alarm into a description that ran out of time (a BaseException:
+    the student's `__str__` is not meant to catch it)."""
+
+
+def _too_slow(*_: Any) -> None:
+    raise _TooSlow()
+
+
 def _describe_exception(exc: BaseException) -> dict[str, Any]:
-    """The exception as data; `builtin` is the nearest built-in class in its MRO."""
-    builtin = next(
-        (
-            cls.__name__
-            for cls in type(exc).__mro__
-            if cls.__module__ == "builtins" and issubclass(cls, Exception)
-        ),
-        None,
-    )
+    """The exception as data; `builtin` is the nearest built-in class in its MRO.
+
+    All of it runs the student's code (`__str__`, and a metaclass can make `__mro__`
+    or `__qualname__` anything), so it runs under an alarm of `DESCRIBE_SECONDS`
+    (`_signal`'s own functions: the student may have replaced `signal`'s); what was
+    not found in time is left out. The call's timeout still bounds a description that
+    catches the alarm too.
+    """
+    described = {"type": _type_name(exc), "builtin": None, "message": "<unprintable>"}
+    previous = _signal.signal(_signal.SIGALRM, _too_slow)
     try:
-        message = str(exc)[:MAX_EXCEPTION_TEXT]
-    except Exception:  # a student's __str__ may itself raise
-        message = "<unprintable>"
-    return {"type": type(exc).__qualname__, "builtin": builtin, "message": message}
+        _signal.setitimer(_signal.ITIMER_REAL, DESCRIBE_SECONDS)
+        described["type"] = str(type(exc).__qualname__)[:MAX_EXCEPTION_TEXT]
+        described["builtin"] = next(
+            (
+                cls.__name__
+                for cls in type(exc).__mro__
+                if cls.__module__ == "builtins" and issubclass(cls, Exception)
+            ),
+            None,
+        )
+        described["message"] = str(exc)[:MAX_EXCEPTION_TEXT]
+    except (Exception, _TooSlow):  # a student's __str__ may itself raise, or never end
+        pass
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.signal(_signal.SIGALRM, previous)
+    return described
+
+
+def _type_name(exc: BaseException) -> str:
+    """The name the type was defined with, read past anything its metaclass defines."""
+    return str.__str__(type.__dict__["__qualname__"].__get__(type(exc)))[:MAX_EXCEPTION_TEXT]
 
 
 class Worker:
