@@ -1,4 +1,12 @@
-"""Graders for lab02 (strides and broadcasting). Trusted: never imports student code."""
+"""Graders for lab02 (strides and broadcasting). Trusted: never imports student code.
+
+Values are judged here. What only the worker can see (does the window share memory with
+`x`, is it read-only) and the bans on NumPy's own helpers rest on the submission's source,
+analysed here (`labkit.grading.refusals`): the helpers may not be reached under any
+spelling, and a file that reaches into the interpreter or the kit earns nothing from a
+check that believes a worker's report. The probe's runtime swap of the helpers stays as
+a second line, never as the evidence.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,35 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from labkit.grading import PROPERTY, as_array, as_float, check, fail
+from labkit.grading import (
+    PROPERTY,
+    as_array,
+    as_float,
+    check,
+    fail,
+    mentions,
+    refusals,
+    refuse,
+)
+
+# The README's lists, plus NumPy's private function behind np.broadcast_shapes.
+BROADCAST_HELPERS = ("broadcast_shapes", "broadcast", "broadcast_to", "broadcast_arrays",
+                     "_broadcast_shape")
+WINDOW_HELPERS = ("sliding_window_view",)
+
+
+@pytest.fixture
+def without_broadcast_helpers(submission):
+    """Fails the check before any call if the source could reach NumPy's broadcasting
+    helpers (or reaches into the interpreter, which could reach them unseen)."""
+    refuse(refusals(submission, BROADCAST_HELPERS))
+
+
+@pytest.fixture
+def without_window_helpers(submission):
+    """The same for `sliding_window_view`; it also guards the zero-copy check, whose
+    facts (shares memory, read-only) are reported from inside the worker."""
+    refuse(refusals(submission, WINDOW_HELPERS))
 
 
 def _is_int(n: object) -> bool:
@@ -75,6 +111,7 @@ def _broadcast(student, *shapes):
 
 
 @check("broadcast_shape.matches_numpy")
+@pytest.mark.usefixtures("without_broadcast_helpers")
 @PROPERTY
 @given(
     st.integers(1, 4).flatmap(
@@ -89,6 +126,7 @@ def test_broadcast_shape_matches_numpy(student, case):
 
 
 @check("broadcast_shape.rejects_incompatible")
+@pytest.mark.usefixtures("without_broadcast_helpers")
 def test_broadcast_shape_rejects_incompatible(student):
     assert _broadcast(student) == ()
     assert _broadcast(student, (0,), (1,)) == (0,)
@@ -125,7 +163,12 @@ def test_f_strides_matches_numpy(student, shape, itemsize):
     _strides_match(student.f_strides, "F", shape, itemsize)
 
 
+def _windows(x: np.ndarray, window: int) -> np.ndarray:
+    return np.stack([x[i : i + window] for i in range(len(x) - window + 1)])
+
+
 @check("sliding_windows.values")
+@pytest.mark.usefixtures("without_window_helpers")
 @PROPERTY
 @given(
     hnp.arrays(
@@ -147,19 +190,25 @@ def test_sliding_windows_values(student, case):
     got = as_array(
         student.probe("sliding_windows_strided", base, step, window, where="sliding_windows")
     )
-    expected = np.stack([x[i : i + window] for i in range(len(x) - window + 1)])
+    expected = _windows(x, window)
     assert got.shape == expected.shape and got.dtype == x.dtype
     assert np.array_equal(got, expected)
 
 
 @check("sliding_windows.zero_copy_readonly")
-def test_sliding_windows_zero_copy_readonly(student):
+@pytest.mark.usefixtures("without_window_helpers")
+def test_sliding_windows_zero_copy_readonly(student, submission):
     for x, window in [(np.arange(10.0), 3), (np.arange(20)[::2], 4), (np.arange(5.0), 5)]:
         seen = student.observe("sliding_windows", x, window)
-        as_array(seen.result)
+        got, expected = as_array(seen.result), _windows(x, window)
+        # a view of x with other values (x itself, a wrong stride) is not the windows
+        if got.shape != expected.shape or got.dtype != x.dtype or not np.array_equal(got, expected):
+            fail("view_values_wrong")
         assert seen.shares[0] is True, "must be a view of x"
         assert seen.writeable is False, "must be read-only"
         assert np.array_equal(seen.args_after[0], x)
+    if not mentions(submission, "as_strided"):  # the README: built with as_strided
+        fail("not_as_strided")
 
 
 @check("sliding_windows.rejects_bad_input")

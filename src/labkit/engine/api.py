@@ -8,7 +8,7 @@ trusted Python values or fail the check with a message that reveals no expected 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -17,18 +17,23 @@ from hypothesis import HealthCheck, Phase, settings
 
 from labkit.engine._compat import draw_without_local_constants
 from labkit.engine.proxy import Observation, StudentRaised
+from labkit.engine.static import Refusal, mentions, refusals
 from labkit.sandbox.codec import Opaque
 
 __all__ = [
     "PROPERTY",
     "CheckFailed",
     "Observation",
+    "Refusal",
     "StudentRaised",
     "as_array",
     "as_float",
     "as_int",
     "check",
     "fail",
+    "mentions",
+    "refusals",
+    "refuse",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,6 +73,15 @@ def check(check_id: str) -> Callable[[F], F]:
 def fail(key: str, **params: Any) -> None:
     """Fail the current check with the message `key` from `checks.toml`."""
     raise CheckFailed(key, **params)
+
+
+def refuse(found: Sequence[Refusal]) -> None:
+    """Fail the current check if the source analysis refused anything: with the first
+    refusal, as the message `refused_<kind>` of the lab's `checks.toml` (parameters
+    `file`, `line`, `what`), so the student reads why the check paid nothing."""
+    if found:
+        first = found[0]
+        fail(f"refused_{first.kind}", file=first.file, line=first.line, what=first.what)
 
 
 def _type_name(value: Any) -> str:

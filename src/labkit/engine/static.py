@@ -1,0 +1,360 @@
+"""Evidence from the submission's source text, read on the trusted side.
+
+A worker runs the student's code beside everything it reports (probes, `observe`), so
+what it reports can explain a failure but never earn a point on its own. Where a check
+needs a fact only the worker can see (does the result share memory with its input?),
+the fact is believed only for a submission whose source this module finds free of code
+that could have rewritten it: code that reaches into the interpreter or the kit, runs
+text as code, or looks names up by computed strings. The same analysis enforces bans on
+helpers ("do not call `np.broadcast_shapes`") however the helper would be reached: an
+import-time alias, `getattr` with a built string, a module's `__dict__`, `importlib`.
+
+Nothing here runs the student's code: the files' bytes (the `submission` fixture) are
+parsed with `ast`, bounded in size, and walked without recursion. A file that cannot be
+parsed is itself a refusal, never a crash of the grader. `docs/writing-labs.md`
+("Evidence: what a check may pay for") lists every rule and why it is there; an honest
+solution never meets one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+__all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "mentions", "refusals"]
+
+# A lab file is at most 1 MiB when read from a workspace; this bounds the parse whatever
+# the caller hands in.
+MAX_SOURCE_BYTES = 1024 * 1024
+
+RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One construct a check will not pay for: where it is and what it is.
+
+    `what` is the construct as the student would recognise it (`exec`, `sys._getframe`,
+    `getattr with a computed name`); graders turn `kind` into a bilingual message
+    (`refused_<kind>` in the lab's `checks.toml`) with `file`, `line` and `what`.
+    """
+
+    kind: RefusalKind
+    file: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.file}, line {self.line}: {self.what} ({_WHY[self.kind]})"
+
+
+_WHY: dict[RefusalKind, str] = {
+    "unreadable": "the file could not be read as Python source",
+    "banned": "a helper this exercise forbids",
+    "text_as_code": "runs text as code",
+    "dynamic": "looks a name up by a computed string",
+    "reach_in": "reaches into the interpreter or the grading kit",
+}
+
+# Modules whose purpose is to inspect or rewrite the running interpreter, load code, or
+# are the kit itself (the worker's probes load as `labkit_probes`).
+_REACH_IN_MODULES = frozenset({
+    "gc", "inspect", "ctypes", "_ctypes", "cffi", "importlib", "imp", "_imp", "pkgutil",
+    "zipimport", "builtins", "__builtin__", "dis", "_testcapi", "_xxsubinterpreters",
+    "faulthandler", "tracemalloc", "mmap", "subprocess", "pty", "posix", "_posixsubprocess",
+    "_io", "pathlib", "shutil", "fileinput", "labkit",
+})
+_TEXT_AS_CODE_MODULES = frozenset({
+    "runpy", "code", "codeop", "marshal", "pickle", "_pickle", "copyreg", "shelve", "dill",
+    "cloudpickle",
+})
+# Builtins that run text as code, or import by a computed name.
+_TEXT_AS_CODE_NAMES = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
+_TEXT_AS_CODE_ATTRS = frozenset({"CodeType", "FunctionType", "__import__"})
+# Builtins that look names up by string, or hand out a namespace to index by string.
+_DYNAMIC_NAMES = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars", "globals",
+                            "locals"})
+_DYNAMIC_ATTRS = frozenset({"attrgetter", "methodcaller", "getattr", "setattr", "delattr"})
+# Attribute names that lead to frames, code, the import system or the interpreter's
+# hooks, on whatever object they are read (`os.sys.modules` as well as `sys.modules`).
+_REACH_IN_ATTRS = frozenset({
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame",
+    "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+    "co_code", "_getframe", "_current_frames", "settrace", "setprofile", "gettrace",
+    "getprofile", "modules", "meta_path", "path_hooks", "path_importer_cache",
+    "addaudithook", "walk_stack", "walk_tb", "fdopen", "fromfd", "sys", "gc", "inspect",
+    "builtins", "importlib", "ctypes", "ctypeslib",
+})
+# Dunder attributes honest code reads; every other one (`__dict__`, `__globals__`,
+# `__subclasses__`, `__code__`, `__self__`, ...) is a door into the interpreter.
+_PLAIN_DUNDERS = frozenset({
+    "__name__", "__qualname__", "__doc__", "__module__", "__init__", "__new__",
+    "__class__", "__version__", "__all__", "__len__", "__iter__", "__next__", "__enter__",
+    "__exit__", "__repr__", "__str__", "__eq__", "__hash__", "__post_init__",
+})
+_REACH_IN_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__",
+                             "__dict__"})
+# What a submission may read of `sys`; the rest (`modules`, `_getframe`, `settrace`,
+# `path`, `meta_path`, ...) belongs to the interpreter.
+_SYS_ALLOWED = frozenset({
+    "stdout", "stderr", "stdin", "version", "version_info", "hexversion", "maxsize",
+    "float_info", "int_info", "byteorder", "platform", "implementation", "getsizeof",
+    "getrecursionlimit", "exc_info", "exception", "argv", "exit", "float_repr_style",
+})
+# `os` functions that write to descriptors the code did not open, or run other programs.
+_OS_REFUSED = frozenset({
+    "write", "writev", "pwrite", "pwritev", "read", "readv", "pread", "preadv", "dup",
+    "dup2", "sendfile", "splice", "copy_file_range", "openpty", "system", "popen",
+    "posix_spawn", "posix_spawnp", "fdopen", "open", "set_inheritable", "memfd_create",
+})
+_OS_REFUSED_PREFIXES = ("exec", "spawn")
+# Calls that open a file: the path must be a plain string literal, so no descriptor
+# number and no path built at run time (`/proc/self/mem`, `/proc/self/fd/N`). The
+# builtin `open`, these of `io`/`codecs`, NumPy's file functions and `ndarray.tofile`.
+_FILE_OPENERS = frozenset({"open", "FileIO", "open_code"})
+_NUMPY_FILES = frozenset({"memmap", "fromfile", "load", "save", "savez", "savetxt", "loadtxt",
+                          "genfromtxt", "open_memmap"})
+_SPECIAL_PATHS = ("/proc", "/dev/fd", "/dev/mem")
+
+
+def refusals(files: Mapping[str, bytes], banned: Iterable[str] = ()) -> list[Refusal]:
+    """Everything in the `.py` files of `files` that a check must not pay for, in file
+    and line order; `banned` names helpers the exercise forbids, refused however they
+    would be reached (attribute, imported name, `getattr` literal, string constant,
+    `match` keyword pattern)."""
+    found: list[Refusal] = []
+    for rel in sorted(files):
+        if rel.endswith(".py"):
+            found.extend(_file_refusals(rel, bytes(files[rel]), frozenset(banned)))
+    return found
+
+
+def mentions(files: Mapping[str, bytes], name: str) -> bool:
+    """Whether any `.py` file of `files` reads an attribute or imports a name `name`
+    (e.g. that a view is built with `as_strided`). Unreadable files mention nothing."""
+    for rel in sorted(files):
+        if rel.endswith(".py"):
+            tree = _parse(bytes(files[rel]))
+            if isinstance(tree, ast.Module) and name in _names_read(tree):
+                return True
+    return False
+
+
+def _names_read(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def _parse(source: bytes) -> ast.Module | str:
+    """The module's tree, or why it could not be had. `ast.parse` guards its own depth
+    (a RecursionError, a MemoryError or a SyntaxError "too complex"); the size cap keeps
+    it from reading an unbounded file."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return f"larger than {MAX_SOURCE_BYTES} bytes"
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:  # ValueError: NUL bytes
+        return f"not valid Python ({type(exc).__name__})"
+    except (RecursionError, MemoryError):
+        return "nested too deeply to analyse"
+
+
+@lru_cache(maxsize=64)
+def _file_refusals(rel: str, source: bytes, banned: frozenset[str]) -> tuple[Refusal, ...]:
+    """Cached: a property-based check may ask once per example for the same bytes."""
+    tree = _parse(source)
+    if isinstance(tree, str):
+        return (Refusal("unreadable", rel, 1, tree),)
+    found = sorted(set(_Walk(rel, tree, banned).run()), key=lambda r: (r.line, r.what))
+    return tuple(found)
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """Ids of the docstring constants: they document, and may name a banned helper."""
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _root(node: ast.expr) -> ast.expr:
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _dotted(node: ast.expr) -> str:
+    """`a.b.c` as written (for messages); other expressions shorten to `...`."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "...")
+    return ".".join(reversed(parts))
+
+
+class _Walk:
+    """One pass over a module's tree (`ast.walk`, iterative: no recursion to exhaust)."""
+
+    def __init__(self, rel: str, tree: ast.Module, banned: frozenset[str]) -> None:
+        self.rel, self.tree, self.banned = rel, tree, banned
+        self.docstrings = _docstrings(tree)
+        self.modules: dict[str, str] = {}
+        self._find_module_aliases()
+        self.literal_lookups: set[int] = set()  # `getattr(x, "name")` calls: judged by name
+
+    def _find_module_aliases(self) -> None:
+        """Names bound to modules: by `import`, or by a plain `m = np.lib` assignment
+        (so an attribute store through the alias still counts as one on the module)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    top = alias.name.split(".")[0]
+                    self.modules[alias.asname or top] = alias.name if alias.asname else top
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.Name):
+                module = self._module_of(node.value)
+                for target in node.targets:
+                    if module and isinstance(target, ast.Name):
+                        self.modules[target.id] = module
+
+    def _module_of(self, node: ast.expr) -> str | None:
+        """The module an expression names, resolved through aliases (`np` -> `numpy`,
+        `s` after `import sys as s` -> `sys`, `np.lib` -> `numpy.lib`), or None."""
+        if isinstance(node, ast.Name):
+            return self.modules.get(node.id)
+        if isinstance(node, ast.Attribute):
+            owner = self._module_of(node.value)
+            return f"{owner}.{node.attr}" if owner else None
+        return None
+
+    def run(self) -> Iterator[Refusal]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                yield from self._call(node)
+        for node in ast.walk(self.tree):
+            yield from self._node(node)
+
+    def _refuse(self, kind: RefusalKind, node: ast.AST, what: str) -> Refusal:
+        return Refusal(kind, self.rel, getattr(node, "lineno", 1), what)
+
+    def _call(self, node: ast.Call) -> Iterator[Refusal]:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else (
+            func.attr if isinstance(func, ast.Attribute) else None)
+        if (isinstance(func, ast.Name) and func.id in {"getattr", "hasattr"}
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)):
+            self.literal_lookups.add(id(func))
+            yield from self._attribute_name(node.args[1].value, node, f"getattr(..., "
+                                            f"{node.args[1].value!r})")
+        if self._opens_a_file(func, name) and not (
+            node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield self._refuse("reach_in", node, f"{name}() of a computed path or descriptor")
+        if any(k.arg in {"pass_fds", "fileno"} for k in node.keywords):
+            yield self._refuse("reach_in", node, f"{name}(..., pass_fds/fileno=...)")
+
+    def _opens_a_file(self, func: ast.expr, name: str | None) -> bool:
+        if isinstance(func, ast.Name):
+            return name == "open"
+        if not isinstance(func, ast.Attribute):
+            return False
+        owner = self._module_of(func.value) or ""
+        return (name == "tofile" or (name in _FILE_OPENERS and owner in {"io", "codecs"})
+                or (name in _NUMPY_FILES and owner.split(".")[0] == "numpy"))
+
+    def _attribute_name(self, attr: str, node: ast.AST, what: str) -> Iterator[Refusal]:
+        """The rules every spelling of an attribute read meets."""
+        if attr in self.banned:
+            yield self._refuse("banned", node, what)
+        elif attr in _REACH_IN_ATTRS or (attr.startswith("__") and attr.endswith("__")
+                                          and attr not in _PLAIN_DUNDERS):
+            yield self._refuse("reach_in", node, what)
+        elif attr in _TEXT_AS_CODE_ATTRS:
+            yield self._refuse("text_as_code", node, what)
+        elif attr in _DYNAMIC_ATTRS:
+            yield self._refuse("dynamic", node, what)
+
+    def _node(self, node: ast.AST) -> Iterator[Refusal]:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield from self._import(node)
+        elif isinstance(node, ast.Attribute):
+            yield from self._attribute(node)
+        elif isinstance(node, ast.Name):
+            if node.id in _TEXT_AS_CODE_NAMES:
+                yield self._refuse("text_as_code", node, node.id)
+            elif node.id in _DYNAMIC_NAMES and id(node) not in self.literal_lookups:
+                yield self._refuse("dynamic", node, node.id)
+            elif node.id in _REACH_IN_NAMES:
+                yield self._refuse("reach_in", node, node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) in self.docstrings:
+                return
+            if node.value.strip() in self.banned:
+                yield self._refuse("banned", node, repr(node.value))
+            elif any(p in node.value for p in _SPECIAL_PATHS):
+                yield self._refuse("reach_in", node, repr(node.value[:40]))
+        elif isinstance(node, ast.MatchClass):
+            for attr in node.kwd_attrs:
+                yield from self._attribute_name(attr, node, f"case ...({attr}=...)")
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> Iterator[Refusal]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from self._module(alias.name, node)
+            return
+        if node.level:
+            return  # the lab's own package: judged file by file
+        module = node.module or ""
+        yield from self._module(module, node)
+        for alias in node.names:
+            what = f"from {module} import {alias.name}"
+            if alias.name == "*":
+                yield self._refuse("dynamic", node, what)
+            elif module == "sys" and alias.name not in _SYS_ALLOWED:
+                yield self._refuse("reach_in", node, what)
+            elif module == "os" and self._os_refused(alias.name):
+                yield self._refuse("reach_in", node, what)
+            else:
+                yield from self._attribute_name(alias.name, node, what)
+                if alias.name in _TEXT_AS_CODE_NAMES | _DYNAMIC_NAMES:
+                    yield self._refuse("dynamic", node, what)
+
+    def _module(self, name: str, node: ast.AST) -> Iterator[Refusal]:
+        top = name.split(".")[0]
+        if top in _REACH_IN_MODULES or top.startswith("labkit"):
+            yield self._refuse("reach_in", node, f"import {name}")
+        elif top in _TEXT_AS_CODE_MODULES:
+            yield self._refuse("text_as_code", node, f"import {name}")
+
+    @staticmethod
+    def _os_refused(attr: str) -> bool:
+        return attr in _OS_REFUSED or attr.startswith(_OS_REFUSED_PREFIXES)
+
+    def _attribute(self, node: ast.Attribute) -> Iterator[Refusal]:
+        what = _dotted(node)
+        owner = self._module_of(node.value)
+        if owner == "sys" and node.attr not in _SYS_ALLOWED:
+            yield self._refuse("reach_in", node, what)
+        elif owner == "os" and self._os_refused(node.attr):
+            yield self._refuse("reach_in", node, what)
+        else:
+            yield from self._attribute_name(node.attr, node, what)
+        if isinstance(node.ctx, ast.Store | ast.Del) and (
+            owner is not None or node.attr.startswith("__")
+        ):
+            yield self._refuse("reach_in", node, f"{what} = ... (rewrites a module)")
