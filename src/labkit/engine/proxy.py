@@ -14,8 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
+
 from labkit.sandbox import codec, protocol
 from labkit.sandbox.host import Sandbox, WorkerCrashed, WorkerFailure, WorkerHandle
+from labkit.sandbox.shared import Arena, SharedArray
 
 
 class StudentRaised(Exception):
@@ -120,6 +123,7 @@ class Session:
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
         self.ahead: deque[Request] | None = None
+        self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
 
     @property
     def ready(self) -> bool:
@@ -131,6 +135,8 @@ class Session:
         assert self.worker is not None, "only a session with a worker is handed on"
         self.timeout, self.ahead = timeout, None
         self.worker.next_output()
+        if self.arena is not None:
+            self.arena.clear()
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         if self.failure is not None:
@@ -146,6 +152,20 @@ class Session:
             return self._send(header, blobs, where, sent=True)
         self._import(key)
         return self._send(header, blobs, where)
+
+    def shared(self, value: np.ndarray) -> SharedArray:
+        """`value` copied into the memory this check's worker shares with us (starting
+        the worker, its module imported, as the first call would)."""
+        if self.failure is not None:
+            raise self.failure.with_traceback(None)
+        key = self.sandbox.config.modules[0]
+        if key in self.broken:
+            raise self.broken[key].with_traceback(None)
+        self._import(key)
+        assert self.worker is not None and self.worker.arena is not None
+        if self.arena is None:
+            self.arena = Arena(self.worker.arena)
+        return self.arena.place(value)
 
     def send_ahead(self, requests: list[Request], limit: int = 32 * 1024) -> bool:
         """Send requests before the check makes them, all in one write; False (nothing
@@ -177,6 +197,7 @@ class Session:
         """Stop the worker and forget it: the next request starts a fresh one."""
         self.close()
         self.worker, self.failure, self.imported, self.ahead = None, None, set(), None
+        self.arena = None
 
     def _import(self, key: str) -> None:
         if key not in self.imported:
@@ -260,6 +281,23 @@ class Student:
     def value(self, name: str) -> Any:
         """A module-level value (a constant such as `VIEW_OR_COPY`)."""
         return self._session.request("value", name, self._module, name=name)
+
+    def shared(self, value: np.ndarray) -> SharedArray:
+        """`value` placed in memory the worker and this process both map: pass it as an
+        argument, and read its `array` afterwards to see what the call did to it."""
+        return self._session.shared(value)
+
+    def keep(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call `name` like `student.name(...)`; the worker also keeps the result, to be
+        encoded again by `kept` (after this side has changed shared inputs)."""
+        return self._session.request(
+            "keep", name, self._module, name=name, args=list(args), kwargs=kwargs
+        )
+
+    def kept(self, where: str) -> Any:
+        """The result of the last `keep`, as it is now: a result that lives in a shared
+        input shows what this side wrote there since. `where` names the function."""
+        return self._session.request("kept", where, self._module)
 
     def probe(self, name: str, *args: Any, where: str | None = None, **kwargs: Any) -> Any:
         """Run the lab's trusted probe `name` in the worker; it returns plain data.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -95,6 +96,69 @@ def _dtype_elements(dtype: np.dtype) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class Shared:
+    """An argument that travels as a place in the worker's shared memory, not as bytes.
+
+    The grader's process maps the same memory (`labkit.sandbox.shared`), so what the
+    student's code does to the array there, it sees itself instead of being told.
+    """
+
+    offset: int
+    dtype: str
+    shape: tuple[int, ...]
+
+
+# The worker's shared memory (`serve_shared`); None in every trusted process, whose
+# decoder therefore refuses a "shared" value: a worker cannot point the grader at memory.
+_ARENA: memoryview | None = None
+
+
+def serve_shared(arena: memoryview | None) -> None:
+    """In a worker: decode "shared" values as arrays over `arena` (its mapping of the
+    memory the grader shares with it); None: refuse them again."""
+    global _ARENA
+    _ARENA = arena
+
+
+def _decode_shared(tree: dict[str, Any]) -> np.ndarray:
+    """A "shared" value: an array over the worker's shared memory, bounds checked."""
+    if _ARENA is None:
+        raise ValueError("no shared memory here")
+    name, shape, offset = tree["dtype"], tree["shape"], tree["offset"]
+    if type(name) is not str or type(shape) is not list or type(offset) is not int:
+        raise ValueError("bad dtype, shape or offset")
+    dtype = np.dtype(name)
+    if dtype.hasobject or dtype.names is not None or dtype.str != name:
+        raise ValueError(f"dtype {name!r} may not be shared")
+    if not all(type(n) is int and n >= 0 for n in shape):
+        raise ValueError("bad shape")
+    end = offset + math.prod(shape) * dtype.itemsize
+    if offset < 0 or offset % dtype.alignment or end > len(_ARENA):
+        raise ValueError("outside the shared memory")
+    return np.ndarray(tuple(shape), dtype, buffer=_ARENA, offset=offset)
+
+
+@dataclass(frozen=True)
+class CallbackRef:
+    """A callable of the grader's, sent as its number only: in the worker it becomes an
+    object that asks the grader to call it (`serve_callbacks`), so the student's code
+    can call it but never see into it."""
+
+    id: int
+
+
+# The worker's maker of callback objects (`serve_callbacks`); None in every trusted
+# process, whose decoder therefore refuses a "callback" value in a reply.
+_CALLBACKS: Callable[[int], Any] | None = None
+
+
+def serve_callbacks(make: Callable[[int], Any] | None) -> None:
+    """In a worker: decode "callback" values with `make(id)`; None: refuse them again."""
+    global _CALLBACKS
+    _CALLBACKS = make
+
+
 def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     """Turn `value` into a JSON-able tree, appending binary parts to `blobs`."""
     if depth > MAX_DEPTH:
@@ -135,6 +199,9 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     if isinstance(value, bytes | bytearray):
         blobs.append(bytes(value))
         return {"t": "bytes", "blob": len(blobs) - 1}
+    if isinstance(value, Shared):
+        return {"t": "shared", "offset": value.offset, "dtype": value.dtype,
+                "shape": list(value.shape)}
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
 
 
@@ -202,6 +269,8 @@ def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
             return complex(*tree["v"])
         if tag == "opaque":
             return Opaque(str(tree["type"]))
+        if tag == "shared":
+            return _decode_shared(tree)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ProtocolError(f"malformed {tag!r} value: {exc}") from None
     raise ProtocolError(f"unknown value tag {tag!r}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import mmap
 import os
 import secrets
 import selectors
@@ -44,6 +45,7 @@ DEFAULT_LIMITS = {
     "RLIMIT_CORE": 0,
 }
 MAX_PROBES_BYTES = 4 * 1024**2
+ARENA_BYTES = 16 * 1024**2  # memory a worker shares with the grader (only what is written costs)
 CHILD_MODULE = "labkit.sandbox.child.worker"  # what the zygote runs
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -236,9 +238,10 @@ class WorkerHandle:
     `GradingPlugin.student`) over a request and a reply pipe."""
 
     def __init__(self, sandbox: Sandbox, pid: int, wfd: int, rfd: int, capture: Capture,
-                 generation: int = 0, sent: int = 0) -> None:
+                 generation: int = 0, sent: int = 0, arena: mmap.mmap | None = None) -> None:
         self.sandbox, self.pid, self.wfd, self.rfd = sandbox, pid, wfd, rfd
         self.capture, self.generation = capture, generation
+        self.arena = arena  # this side's mapping of the memory shared with the worker
         self.reader = protocol.Reader(rfd)
         self._sent, self._answered = sent, 0  # requests sent (or made at start), answered
         self.ended: dict[str, Any] | None = None
@@ -338,6 +341,12 @@ class WorkerHandle:
         for fd in (self.wfd, self.rfd):
             os.close(fd)
         self.capture.finish()
+        if self.arena is not None:
+            try:
+                self.arena.close()
+            except BufferError:  # a grader still holds arrays over it: unmapped with them
+                pass
+            self.arena = None
 
 
 # --- the zygote --------------------------------------------------------------------------
@@ -794,19 +803,21 @@ class Sandbox:
         req_r, req_w = os.pipe2(os.O_CLOEXEC)
         rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        arena = make_arena()
         try:
-            reply = self._ask_spawn(module, [req_r, rep_w, out_w, bundle])
+            reply = self._ask_spawn(module, [req_r, rep_w, out_w, bundle, arena])
+            mapping = mmap.mmap(arena, ARENA_BYTES)
         except BaseException:
             for fd in (req_w, rep_r, out_r):
                 os.close(fd)
             raise
         finally:
-            for fd in (req_r, rep_w, out_w):
+            for fd in (req_r, rep_w, out_w, arena):
                 os.close(fd)
         for fd in (req_w, rep_r):
             os.set_blocking(fd, False)
         return WorkerHandle(self, int(reply["pid"]), req_w, rep_r, _drain().watch(out_r),
-                      self.zygote.generation, sent=1 if module else 0)
+                      self.zygote.generation, sent=1 if module else 0, arena=mapping)
 
     def _ask_spawn(self, module: str | None, fds: list[int]) -> dict[str, Any]:
         """The zygote's reply to a spawn; a zygote that cannot spawn is replaced once.
@@ -851,6 +862,23 @@ class Sandbox:
         """Have the zygote end worker `pid` and its descendants, without waiting."""
         if generation == self.zygote.generation:
             self.zygote.post({"op": "stop", "pid": pid})
+
+
+def make_arena() -> int:
+    """A memfd of `ARENA_BYTES` that a worker and the grader both map (see
+    `labkit.sandbox.shared`), sealed at that size, seals included: a worker that could
+    shrink it would make the grader's reads fault, one that could grow it would spend
+    memory, one that could seal it against writes would freeze the grader's inputs.
+    """
+    fd = os.memfd_create("labkit-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, ARENA_BYTES)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def make_bundle(files: Mapping[str, bytes], probes: Path | None) -> int:

@@ -4,10 +4,11 @@ Runs as `python -I -B -m labkit.sandbox.child.worker CONTROL_FD --scratch DIR [-
 [--remove-scratch 1] [--private 1]`, inside the sandbox when there is one (see
 `labkit.sandbox.isolation`).
 The zygote imports NumPy and the lab's trusted probes once, never the student's code;
-for each worker the grader sends it a pair of pipes, an output pipe and the job's files
-over a Unix socket, and it forks a worker that runs in a fresh directory holding only
-those files, imports the student's modules and answers calls with plain data (see
-`codec`). Forking after the imports is what keeps a fresh worker cheap.
+for each worker the grader sends it a pair of pipes, an output pipe, the job's files and
+the memory the worker shares with the grader over a Unix socket, and it forks a worker
+that runs in a fresh directory holding only those files, imports the student's modules
+and answers calls with plain data (see `codec`). Forking after the imports is what keeps
+a fresh worker cheap.
 
 The zygote is a child subreaper: whatever a worker starts, even a double-forked daemon
 in its own session, stays its descendant, and it is killed with the worker.
@@ -23,6 +24,7 @@ import importlib
 import importlib.util
 import io
 import json
+import mmap
 import os
 import resource
 import select
@@ -132,6 +134,7 @@ class Worker:
         self.modules = modules
         self.probes = probes
         self.specs = specs or {}
+        self.kept: Any = None  # the result of the last "keep" call
 
     def module(self, name: str | None) -> Any:
         name = name or self.modules[0]
@@ -149,8 +152,13 @@ class Worker:
             return None
         if op == "value":
             return getattr(self.module(request.get("module")), request["name"])
-        if op == "call":
-            return getattr(self.module(request.get("module")), request["name"])(*args, **kwargs)
+        if op in ("call", "keep"):
+            result = getattr(self.module(request.get("module")), request["name"])(*args, **kwargs)
+            if op == "keep":  # encoded again on "kept", after the grader changed shared inputs
+                self.kept = result
+            return result
+        if op == "kept":
+            return self.kept
         if op == "observe":
             return self.observe(request, args, kwargs)
         if op == "probe":
@@ -480,13 +488,17 @@ def _setup(job: dict[str, Any], workdir: str, files: dict[str, bytes]) -> _Setup
 
 
 def _child(setup: _Setup, job: dict[str, Any], probes: Any, rfd: int, wfd: int,
-           ofd: int) -> None:
+           ofd: int, arena_fd: int) -> None:
     """In the forked worker: detach, move into its own files, limit, then serve."""
     os.setsid()
     _prctl(_PR_SET_DUMPABLE, 1)  # the zygote is not; the student's own process may be
     os.dup2(setup.stdin, 0)
     os.dup2(ofd, 1)
     os.dup2(ofd, 2)
+    size = os.fstat(arena_fd).st_size
+    if size > protocol.MAX_MESSAGE:
+        raise ValueError(f"shared memory of {size} bytes")
+    codec.serve_shared(memoryview(mmap.mmap(arena_fd, size)))  # the mapping outlives the fd
     _close_other_descriptors((rfd, wfd))
     sys.stdout, sys.stderr = setup.streams
     os.chdir(setup.workdir)
@@ -768,7 +780,7 @@ def zygote(control_fd: int, scratch: str, private: bool = False) -> None:
         fds = array.array("i")
         try:
             message, ancillary, _, _ = control.recvmsg(protocol.MAX_DATAGRAM,
-                                                       socket.CMSG_LEN(4 * fds.itemsize))
+                                                       socket.CMSG_LEN(5 * fds.itemsize))
         except OSError:
             break
         if not message:
@@ -798,8 +810,8 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
            workers: dict[int, dict[str, Any]], control: socket.socket,
            scratch: str, private: bool) -> dict[str, Any]:
     if request["op"] == "spawn":
-        if len(fds) != 4:
-            raise ValueError("a spawn needs four descriptors")
+        if len(fds) != 5:
+            raise ValueError("a spawn needs five descriptors")
         job = {**request["job"], "import": request.get("import")}
         if not isinstance(job["import"], str | None):
             raise ValueError("the module to import must be a name")
@@ -817,7 +829,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         if pid == 0:
             control.close()
             try:
-                _child(setup, job, probe_module, fds[0], fds[1], fds[2])
+                _child(setup, job, probe_module, fds[0], fds[1], fds[2], fds[4])
             except BaseException:  # noqa: BLE001 - the worker must never return to the loop
                 traceback.print_exc()
             finally:
