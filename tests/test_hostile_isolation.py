@@ -79,7 +79,12 @@ VICTIM = '''
 import os
 
 def _untouched():
-    left = [n for n in os.listdir("/tmp") if not n.startswith("work-")]
+    # The sandbox's own read-only binds of a runtime or checkout under the host's /tmp
+    # (a CI clone, a virtualenv) are mount points there: not anyone's leftovers.
+    with open("/proc/self/mountinfo") as handle:
+        mounts = [line.split()[4] for line in handle]
+    left = [n for n in os.listdir("/tmp") if not n.startswith("work-")
+            and not any(m.startswith(f"/tmp/{n}/") or m == f"/tmp/{n}" for m in mounts)]
     if left:
         raise RuntimeError(f"an earlier submission left {left} in /tmp")
     for kind in ("shm", "sem", "msg"):
