@@ -1,14 +1,15 @@
-"""Trusted probes for lab01, loaded into the worker before the student's module.
+"""Probes for lab01, loaded into the worker before the student's module.
 
-Aliasing is about what happens inside one process: which object a name refers to, which
-buffer an array uses, which thread took which lock. These probes run the student's code
-there and report facts as plain data (bools, ints, lists of str); every judgement stays
-in test_aliasing.py.
+Object identity exists only inside the worker's interpreter: which object a name refers
+to, which thread took which lock. These probes run the student's code there and report
+facts as plain data; every judgement stays in test_aliasing.py. Running beside the
+student's code, they can be rewritten by it: their facts count only for a submission
+the static analysis finds free of reach-ins, or only to explain a failure.
 
-At import time (before the student's module exists) this module captures NumPy's
-`shares_memory` and instruments `threading`: `Thread.start` records each thread
-started, and `threading.Lock` hands code outside the standard library a lock that
-records which threads acquired it. Both behave exactly like the originals otherwise.
+At import time (before the student's module exists) this module instruments
+`threading`: `Thread.start` records each thread started, and `threading.Lock` hands code
+outside the standard library a lock that records which threads acquired it. Both behave
+exactly like the originals otherwise.
 """
 
 from __future__ import annotations
@@ -16,11 +17,6 @@ from __future__ import annotations
 import sys
 import sysconfig
 import threading
-
-import numpy as np
-
-_SHARES = np.shares_memory
-_NDARRAY = np.ndarray
 
 # --- threading instrumentation ------------------------------------------------------------
 
@@ -100,76 +96,6 @@ def locked_count_traced(student, n_threads, n_increments):
         "one_lock_for_all": bool(threads)
         and any(all(t in lock.holders for t in threads) for lock in own),
     }
-
-
-# --- returns_view -------------------------------------------------------------------------
-
-
-class _NotForIndexing(np.ndarray):
-    """The array `returns_view` receives: it has `ndim` and `shape`, but refuses indexing."""
-
-    def __getitem__(self, index):
-        raise RuntimeError("returns_view must decide from the index, without indexing arr")
-
-    def __repr__(self) -> str:  # printing arr while debugging still works
-        return repr(self.view(np.ndarray))
-
-    def __str__(self) -> str:
-        return str(self.view(np.ndarray))
-
-
-def _refuse(*_args, **_kwargs):
-    raise RuntimeError("returns_view must decide from the index, without comparing memory")
-
-
-def returns_view_blind(student, cases):
-    """`returns_view(arr, index)` for each case, with `arr` unindexable and NumPy's
-    memory tests switched off, so the answer must come from the index itself."""
-    saved = [(name, getattr(np, name)) for name in ("shares_memory", "may_share_memory")]
-    for name, _ in saved:
-        setattr(np, name, _refuse)
-    try:
-        return [student.returns_view(arr.view(_NotForIndexing), index) for arr, index in cases]
-    finally:
-        for name, original in saved:
-            setattr(np, name, original)
-
-
-# --- snapshots ----------------------------------------------------------------------------
-
-
-def _same_values(items: list, arrays: list) -> bool:
-    return all(
-        b.shape == a.shape and bool(np.array_equal(b, a))
-        for b, a in zip(items, arrays, strict=True)
-    )
-
-
-def optimiser_step(student, name, lr):
-    """Back params up with `name`, take an in-place step `p -= lr * g`, inspect the backup."""
-    if name not in ("snapshot", "buggy_snapshot"):
-        raise LookupError(name)
-    params = [
-        np.linspace(-1.0, 1.0, 6),
-        np.arange(12.0).reshape(3, 4),
-        np.array([0.5]),
-    ]
-    grads = [np.full_like(p, i + 1.0) for i, p in enumerate(params)]
-    originals = [p.copy() for p in params]
-    backup = getattr(student, name)(params)
-    facts = {"is_list": type(backup) is list, "same_list": backup is params}
-    items = list(backup) if facts["is_list"] else []
-    facts["length"] = len(items)
-    arrays = len(items) == len(params) and all(type(b) is _NDARRAY for b in items)
-    facts["arrays"] = arrays
-    facts["equal_before"] = arrays and _same_values(items, originals)
-    for p, g in zip(params, grads, strict=True):
-        p -= lr * g
-    facts["equal_after"] = arrays and _same_values(items, originals)
-    facts["shares"] = arrays and any(
-        bool(_SHARES(b, p)) for b, p in zip(items, params, strict=True)
-    )
-    return facts
 
 
 # --- append_history -----------------------------------------------------------------------
