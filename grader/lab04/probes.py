@@ -25,6 +25,7 @@ _STRING_IO = io.StringIO
 _NOW = time.time
 _RANDOM = random.random
 _NP_RANDOM = np.random.random
+_ARRAY = np.array
 _RANDOM_STATE = random.getstate
 _NP_STATE = np.random.get_state
 _GET_LOGGER = logging.getLogger
@@ -57,7 +58,7 @@ def draws_after_seeding(seeding, seed, n=5):
         runs.append(
             {
                 "random": [_RANDOM() for _ in range(n)],
-                "numpy": np.array(_NP_RANDOM(n), dtype=float),
+                "numpy": _ARRAY(_NP_RANDOM(n), dtype=float),
             }
         )
         _RANDOM(), _NP_RANDOM(7)  # the state moves on before seeding again

@@ -2,8 +2,12 @@
 
 `seed_everything` is called in the worker directly or through a probe that draws right
 after seeding; the logger never leaves the worker, so probes drive it and return the
-text it wrote, which is parsed and judged here. The size budget is counted with
-`tokenize` from the graded files' source, the bytes the trusted side holds.
+text it wrote, which is parsed and judged here. What a probe reports comes from the
+process the student's code runs in, so every check that rests on a probe first has the
+source analysed here (`believed`): code that reaches into the interpreter or the kit,
+runs text as code or looks names up by computed strings earns nothing from such a
+check, and its result says why. The size rule is judged from the graded files' source,
+the bytes the trusted side holds.
 """
 
 from __future__ import annotations
@@ -18,11 +22,20 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import numpy as np
+import pytest
 
-from labkit.grading import as_int, check, fail
+from labkit.grading import as_int, check, declarations_only, fail, refusals, refuse
 
 FILES = ("src/utils/seeding.py", "src/utils/logging.py")
+PACKAGE = "src/utils/__init__.py"
 BUDGET = 40
+
+
+@pytest.fixture
+def believed(submission: Mapping[str, bytes]) -> None:
+    """Fails the check before any call unless a probe's report can be believed: the
+    source holds nothing that could have rewritten it (see `labkit.grading.refusals`)."""
+    refuse(refusals(submission))
 
 
 def _logging(student):
@@ -41,6 +54,7 @@ def test_returns_seed(student):
 
 
 @check("seed_everything.reproducible_draws")
+@pytest.mark.usefixtures("believed")
 def test_reproducible_draws(student):
     results = {}
     for seed in (11, 12, 3_000_000_000):
@@ -71,6 +85,7 @@ def _hash_in_child(hashseed: str, workdir: str) -> subprocess.Popen:
 
 
 @check("seed_everything.sets_pythonhashseed")
+@pytest.mark.usefixtures("believed")
 def test_sets_pythonhashseed(student):
     reported = {}
     for seed in (1, 2024, 3_000_000_000):
@@ -97,6 +112,7 @@ _NOT_INTS = (1.0, 3.5, "3", None, True, False, [1], 2**32 + 0.5)
 
 
 @check("seed_everything.rejects_non_int")
+@pytest.mark.usefixtures("believed")
 def test_rejects_non_int(student):
     for seed in _NOT_INTS:
         _must_raise(TypeError, student, seed, "accepted_non_int")
@@ -107,6 +123,7 @@ _OUT_OF_RANGE = (-1, 2**32, -(2**40), 2**64)
 
 
 @check("seed_everything.rejects_out_of_range")
+@pytest.mark.usefixtures("believed")
 def test_rejects_out_of_range(student):
     for seed in (0, 2**32 - 1):
         try:
@@ -174,6 +191,7 @@ def _log(student, name, calls, *args, **kwargs):
 
 
 @check("get_logger.json_lines")
+@pytest.mark.usefixtures("believed")
 def test_json_lines(student):
     values = {"loss": 0.25, "epoch": 3, "tags": ["a", "b"], "note": "señal ✓", "ok": True}
     calls = [("info", "step", values), ("info", "done", {}), ("info", "step", {"loss": 1e-9})]
@@ -186,6 +204,7 @@ def test_json_lines(student):
 
 
 @check("get_logger.logger_and_phase")
+@pytest.mark.usefixtures("believed")
 def test_logger_and_phase(student):
     cases = [
         ("data.loader", (), {}, 6),
@@ -205,6 +224,7 @@ def test_logger_and_phase(student):
 
 
 @check("get_logger.levels")
+@pytest.mark.usefixtures("believed")
 def test_levels(student):
     methods = ("info", "warning", "error", "info")
     records = _records(_log(student, "levels", [(m, f"via {m}", {}) for m in methods])["text"], 4)
@@ -215,6 +235,7 @@ def test_levels(student):
 
 
 @check("get_logger.utc_timestamp")
+@pytest.mark.usefixtures("believed")
 def test_utc_timestamp(student):
     seen = _log(student, "clock", [("info", "tick", {}), ("warning", "tock", {})])
     for record in _records(seen["text"], 2):
@@ -233,6 +254,7 @@ def test_utc_timestamp(student):
 
 
 @check("get_logger.no_duplicate_lines")
+@pytest.mark.usefixtures("believed")
 def test_no_duplicate_lines(student):
     seen = _logging(student).probe("repeated_loggers", "repeat", where="get_logger")
     same = _records(seen["same"])
@@ -266,16 +288,19 @@ def _comparable(record: dict) -> dict:
 
 
 @check("get_logger.ignores_structlog_configure")
+@pytest.mark.usefixtures("believed")
 def test_ignores_structlog_configure(student):
     _unchanged(student, "structlog")
 
 
 @check("get_logger.ignores_basic_config")
+@pytest.mark.usefixtures("believed")
 def test_ignores_basic_config(student):
     _unchanged(student, "basic_config")
 
 
 @check("get_logger.default_stream_at_call_time")
+@pytest.mark.usefixtures("believed")
 def test_default_stream_at_call_time(student):
     text = _logging(student).probe("default_stream", "stdout", where="get_logger")
     if [r.get("event") for r in _records(text)] != ["while swapped", "after restore"]:
@@ -283,6 +308,7 @@ def test_default_stream_at_call_time(student):
 
 
 @check("get_logger.stdlib_logging_intact")
+@pytest.mark.usefixtures("believed")
 def test_stdlib_logging_intact(student):
     seen = _logging(student).probe("stdlib_beside", "beside", where="get_logger")
     if not (seen["same_module"] and seen["same_get_logger"] and seen["distinct"]):
@@ -336,7 +362,10 @@ def code_lines(source: bytes) -> int:
 
 
 @check("size.at_most_40_lines")
+@pytest.mark.usefixtures("believed")
 def test_size(submission: Mapping[str, bytes]):
+    # code in the package's __init__.py would be code no budget counts
+    refuse(declarations_only(submission, PACKAGE))
     total = 0
     for rel in FILES:
         try:

@@ -16,20 +16,25 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from labkit.engine._compat import draw_without_local_constants
-from labkit.engine.proxy import Observation, StudentRaised
-from labkit.engine.static import Refusal, mentions, refusals
+from labkit.engine.proxy import Callback, CallRecord, Measurement, Observation, StudentRaised
+from labkit.engine.static import Refusal, declarations_only, mentions, refusals
 from labkit.sandbox.codec import Opaque
 
 __all__ = [
     "PROPERTY",
+    "CallRecord",
+    "Callback",
     "CheckFailed",
+    "Measurement",
     "Observation",
     "Refusal",
     "StudentRaised",
     "as_array",
     "as_float",
     "as_int",
+    "callback",
     "check",
+    "declarations_only",
     "fail",
     "mentions",
     "refusals",
@@ -68,6 +73,12 @@ class CheckFailed(AssertionError):
 def check(check_id: str) -> Callable[[F], F]:
     """Mark a grader test as the check `check_id` of the lab's `checks.toml`."""
     return pytest.mark.labkit_check(check_id)
+
+
+def callback(fn: Callable[..., Any], name: str | None = None) -> Callback:
+    """`fn` (this process's callable) as an argument the student's code can call: each
+    call runs `fn` here and is recorded as `name` in `student.last_call.callbacks`."""
+    return Callback(fn, name)
 
 
 def fail(key: str, **params: Any) -> None:

@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-__all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "mentions", "refusals"]
+__all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "mentions",
+           "refusals"]
 
 # A lab file is at most 1 MiB when read from a workspace; this bounds the parse whatever
 # the caller hands in.
 MAX_SOURCE_BYTES = 1024 * 1024
 
-RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in"]
+RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in",
+                      "not_declaration"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,10 @@ _WHY: dict[RefusalKind, str] = {
     "text_as_code": "runs text as code",
     "dynamic": "looks a name up by a computed string",
     "reach_in": "reaches into the interpreter or the grading kit",
+    "not_declaration": "code where only declarations may be",
 }
+# What a declarations-only file (a package's `__init__.py`) may assign.
+_DECLARED = frozenset({"__all__", "__version__"})
 
 # Modules whose purpose is to inspect or rewrite the running interpreter, load code, or
 # are the kit itself (the worker's probes load as `labkit_probes`).
@@ -126,10 +131,57 @@ def refusals(files: Mapping[str, bytes], banned: Iterable[str] = ()) -> list[Ref
     would be reached (attribute, imported name, `getattr` literal, string constant,
     `match` keyword pattern)."""
     found: list[Refusal] = []
+    own = frozenset(_own_modules(files))
     for rel in sorted(files):
         if rel.endswith(".py"):
-            found.extend(_file_refusals(rel, bytes(files[rel]), frozenset(banned)))
+            found.extend(_file_refusals(rel, bytes(files[rel]), frozenset(banned), own))
     return found
+
+
+def _own_modules(files: Mapping[str, bytes]) -> Iterator[str]:
+    """The names the submission's own modules could be imported as (`src/utils/x.py`:
+    `utils.x`, `src.utils.x`, `x`...): importing them is judged file by file."""
+    for rel in files:
+        parts = rel.removesuffix(".py").split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        for start in range(len(parts)):
+            yield ".".join(parts[start:])
+
+
+def declarations_only(files: Mapping[str, bytes], rel: str) -> list[Refusal]:
+    """Every statement of `files[rel]` beyond a docstring, imports and `__all__` /
+    `__version__` assigned literal values: a package's `__init__.py` that must not hold
+    code (which no line budget would see). A missing file declares nothing."""
+    if rel not in files:
+        return []
+    tree = _parse(bytes(files[rel]))
+    if isinstance(tree, str):
+        return [Refusal("unreadable", rel, 1, tree)]
+    found = []
+    for index, node in enumerate(tree.body):
+        docstring = (index == 0 and isinstance(node, ast.Expr)
+                     and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+        if docstring or isinstance(node, ast.Import | ast.ImportFrom) or _declares(node):
+            continue
+        found.append(Refusal("not_declaration", rel, node.lineno, type(node).__name__))
+    return found
+
+
+def _declares(node: ast.stmt) -> bool:
+    """`__all__ = [...]` / `__version__ = "..."`: a literal (no call, no name) to a
+    declared name."""
+    if isinstance(node, ast.Assign):
+        targets, value = node.targets, node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        targets, value = [node.target], node.value
+    else:
+        return False
+    try:
+        ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return all(isinstance(t, ast.Name) and t.id in _DECLARED for t in targets)
 
 
 def mentions(files: Mapping[str, bytes], name: str) -> bool:
@@ -168,12 +220,13 @@ def _parse(source: bytes) -> ast.Module | str:
 
 
 @lru_cache(maxsize=64)
-def _file_refusals(rel: str, source: bytes, banned: frozenset[str]) -> tuple[Refusal, ...]:
+def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
+                   own: frozenset[str]) -> tuple[Refusal, ...]:
     """Cached: a property-based check may ask once per example for the same bytes."""
     tree = _parse(source)
     if isinstance(tree, str):
         return (Refusal("unreadable", rel, 1, tree),)
-    found = sorted(set(_Walk(rel, tree, banned).run()), key=lambda r: (r.line, r.what))
+    found = sorted(set(_Walk(rel, tree, banned, own).run()), key=lambda r: (r.line, r.what))
     return tuple(found)
 
 
@@ -208,8 +261,9 @@ def _dotted(node: ast.expr) -> str:
 class _Walk:
     """One pass over a module's tree (`ast.walk`, iterative: no recursion to exhaust)."""
 
-    def __init__(self, rel: str, tree: ast.Module, banned: frozenset[str]) -> None:
-        self.rel, self.tree, self.banned = rel, tree, banned
+    def __init__(self, rel: str, tree: ast.Module, banned: frozenset[str],
+                 own: frozenset[str]) -> None:
+        self.rel, self.tree, self.banned, self.own = rel, tree, banned, own
         self.docstrings = _docstrings(tree)
         self.modules: dict[str, str] = {}
         self._find_module_aliases()
@@ -317,9 +371,9 @@ class _Walk:
             for alias in node.names:
                 yield from self._module(alias.name, node)
             return
-        if node.level:
-            return  # the lab's own package: judged file by file
         module = node.module or ""
+        if node.level or module in self.own:
+            return  # the submission's own modules: judged file by file
         yield from self._module(module, node)
         for alias in node.names:
             what = f"from {module} import {alias.name}"
