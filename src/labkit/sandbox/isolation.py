@@ -142,8 +142,10 @@ def precompile() -> None:
     import labkit
 
     package = Path(labkit.__file__).resolve().parent
-    # What a sandboxed process imports of the kit: the package, the sandbox and its child.
-    for source in [package / "__init__.py", *(package / "sandbox").rglob("*.py")]:
+    # The whole kit, not only what a sandboxed process imports: where bytecode is not
+    # written by default (PYTHONDONTWRITEBYTECODE), every `labkit grade` client would
+    # otherwise compile its own modules on every run.
+    for source in package.rglob("*.py"):
         try:
             compileall.compile_file(str(source), quiet=2)
         except OSError:
