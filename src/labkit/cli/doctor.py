@@ -8,8 +8,6 @@ import time
 import click
 
 from labkit import __version__, i18n, settings
-from labkit.sandbox import isolation
-from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
 # What a warm grading process guarantees the next submission (see the README's threat model).
 CLEANUP = {
@@ -26,6 +24,11 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
 
     It starts a real sandbox (and stops it), so the mode shown is the one that works.
     """
+    # Here, not at the top: every `labkit` command imports this module, and only
+    # `doctor` needs the sandbox.
+    from labkit.sandbox import isolation
+    from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
+
     lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
              ("labkit", __version__),
              ("requested", f"{isolation.requested(value)} ({settings.ISOLATION}="

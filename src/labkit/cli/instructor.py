@@ -8,7 +8,6 @@ import click
 
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
-from labkit.sandbox import isolation
 
 OUT_OPTION = click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("labkit-out"),
@@ -21,6 +20,8 @@ COURSE_ID_OPTION = click.option(
 
 def _chosen_isolation() -> str:
     """The mode the grading processes will use ("" if none can be had: they say why)."""
+    from labkit.sandbox import isolation  # only `batch` needs it: keep `labkit` light
+
     try:
         return isolation.choose().mode
     except isolation.IsolationError:
