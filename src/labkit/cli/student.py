@@ -127,6 +127,10 @@ def daemon_status(lang: str) -> None:
     if not daemon.enabled():
         click.echo(i18n.t("daemon_off", lang))
     for info in found:
+        if info.busy:
+            click.echo(i18n.t("daemon_busy", lang, lab=info.lab, pid=info.pid,
+                              socket=info.socket))
+            continue
         click.echo(i18n.t("daemon_line", lang, lab=info.lab, pid=info.pid, graded=info.graded,
                           idle=round(info.idle_s), socket=info.socket))
     if not found:

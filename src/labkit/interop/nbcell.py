@@ -14,8 +14,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from labkit import settings
+from labkit import i18n, settings
+from labkit.course.catalogue import UnknownLab, get_lab
 from labkit.results import LabResult
+
+# Seconds beyond the lab's own limits (a whole grading, and its last call) that the cell
+# waits for `labkit grade`: it starts Python, NumPy and pytest cold, on a kernel's machine.
+START_SLACK = 60.0
 
 # -- the test cell's side: grade the notebook once, answer each check ----------------------
 
@@ -46,12 +51,19 @@ def grade_notebook(lab_id: str, path: Path, lang: str | None = None) -> LabResul
     happen in it: a new interpreter grades a copy, in a sandbox of its own (never a
     daemon's, which other notebooks graded as the same user would share), and the
     result comes back as the JSON document. The result is kept per notebook content, so
-    a notebook's test cells cost one grading together.
+    a notebook's test cells cost one grading together. The wait is bounded by the lab's
+    limits (plus `START_SLACK`): a grading that outlives them is killed, and the cell fails
+    saying so.
     """
     data = path.read_bytes()
     key = (lab_id, data)
     if key in _GRADED:
         return _GRADED[key]
+    try:
+        lab = get_lab(lab_id)
+    except UnknownLab as exc:  # what `labkit grade` would have said, said here
+        raise NotebookCheckFailed(exc.text(i18n.detect_lang(lang))) from None
+    limit = lab.grade_timeout + lab.call_timeout + START_SLACK
     with tempfile.TemporaryDirectory(prefix=f"labkit-{lab_id}-nb-") as tmp:
         work = Path(tmp) / lab_id
         work.mkdir()
@@ -63,8 +75,12 @@ def grade_notebook(lab_id: str, path: Path, lang: str | None = None) -> LabResul
         # No grading daemon: nbgrader runs every student's cells as the instructor, and one
         # daemon would grade them all in one sandbox; each notebook gets a sandbox of its own.
         env = {**os.environ, settings.DAEMON: "0"}
-        done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, env=env,
-                              stdin=subprocess.DEVNULL, check=False)
+        try:
+            done = subprocess.run(command, cwd=tmp, capture_output=True, text=True, env=env,
+                                  stdin=subprocess.DEVNULL, check=False, timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise NotebookCheckFailed(i18n.t("notebook_grade_timeout", i18n.detect_lang(lang),
+                                             lab=lab_id, seconds=f"{limit:g}")) from None
     if done.returncode not in (0, 1):
         raise NotebookCheckFailed(done.stderr.strip()
                                   or f"labkit grade exited with {done.returncode}")

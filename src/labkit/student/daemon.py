@@ -18,7 +18,11 @@ Safety and lifetime:
   and the lab's graders, so a changed kit or grader is never served by an old daemon;
 - a lock file makes a second daemon for the same socket exit at once;
 - a daemon exits after `LABKIT_DAEMON_IDLE` seconds (default 900) without a request, or
-  on `labkit daemon stop`.
+  on `labkit daemon stop`;
+- every wait on a daemon has a deadline: the client's grade (the lab's limits and
+  `REPLY_SLACK`), a ping (`PING_SECONDS`). A daemon that does not answer a ping in time
+  (busy grading, or stuck) is still listed, by the pid the kernel gives for its socket
+  (SO_PEERCRED), and `labkit daemon stop` kills it if it does not answer a stop.
 
 `LABKIT_DAEMON=0` turns it off, `=1` on; unset, it is on except where `CI` is set.
 `LABKIT_RUNTIME_DIR` moves the sockets (default `$XDG_RUNTIME_DIR/labkit`, else
@@ -32,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import socket
 import stat
 import struct
@@ -51,6 +56,7 @@ from labkit.sandbox import protocol
 
 IDLE_SECONDS = 900.0
 CONNECT_SECONDS = 0.5
+PING_SECONDS = 2.0  # for a daemon to answer a ping or a stop; past it, busy or stuck
 REPLY_SLACK = 15.0  # s beyond the lab's grading limit before the client stops waiting
 REQUEST_SECONDS = 10.0  # for a client to send its files
 MAX_REQUEST = 64 * 1024 * 1024
@@ -186,27 +192,40 @@ class DaemonInfo:
     lab: str
     graded: int
     idle_s: float
+    busy: bool = False  # did not answer within `PING_SECONDS`: graded and idle_s unknown
 
 
 def running() -> list[DaemonInfo]:
-    """The daemons of this user that answer."""
+    """The daemons of this user: those that answer, and those that listen but do not
+    answer in time (`busy`)."""
     root = runtime_dir()
     found = []
     for path in sorted(root.glob("*.sock")) if root else []:
-        reply = _ask(path, {"op": "ping"}, 5.0) or {}
+        peer: list[int] = []
+        reply = _ask(path, {"op": "ping"}, PING_SECONDS, peer=peer)
+        if reply is None:
+            if peer:  # listening, not answering
+                lab = path.name.rsplit("-", 1)[0]
+                found.append(DaemonInfo(path, peer[0], lab, 0, 0.0, busy=True))
+            continue
         try:
             found.append(DaemonInfo(path, int(reply["pid"]), str(reply["lab"]),
                                     int(reply["graded"]), float(reply["idle_s"])))
         except (KeyError, TypeError, ValueError):
-            continue  # not one of ours, or not answering
+            continue  # not one of ours
     return found
 
 
 def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
-    """Ask every daemon of this user to exit; returns the ones that were asked."""
+    """Stop every daemon of this user; returns them. One that does not answer the
+    stop within `PING_SECONDS` is killed (its zygote then ends its sandbox), and its
+    socket removed."""
     stopped = running()
     for info in stopped:
-        _ask(info.socket, {"op": "stop"}, 5.0)
+        if info.busy or _ask(info.socket, {"op": "stop"}, PING_SECONDS) is None:
+            with contextlib.suppress(OSError):
+                os.kill(info.pid, signal.SIGKILL)
+                info.socket.unlink()
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline and any(i.socket.exists() for i in stopped):
         time.sleep(0.02)
@@ -214,13 +233,22 @@ def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
 
 
 def _ask(path: Path, request: dict[str, Any], timeout: float,
-         blobs: list[bytes] | None = None) -> dict[str, Any] | None:
+         blobs: list[bytes] | None = None, peer: list[int] | None = None
+         ) -> dict[str, Any] | None:
     """One framed request, one framed reply within `timeout` s in all; None for anything
-    but a well-formed message of at most `MAX_REQUEST` bytes in reply."""
+    but a well-formed message of at most `MAX_REQUEST` bytes in reply.
+
+    `peer` gets the pid of the process listening on `path`, if it is this user's: the
+    kernel's word (SO_PEERCRED), which holds even when that process does not answer.
+    """
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(CONNECT_SECONDS)
             sock.connect(os.fsencode(path))
+            if peer is not None:
+                pid, uid = _peer_credentials(sock)
+                if uid == os.getuid():
+                    peer.append(pid)
             sock.setblocking(False)  # every wait below has the deadline
             deadline = time.monotonic() + timeout
             protocol.write_message(sock.fileno(), request, blobs, deadline)
@@ -330,8 +358,14 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
 
 
 def _peer_uid(conn: socket.socket) -> int:
+    return _peer_credentials(conn)[1]
+
+
+def _peer_credentials(conn: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of `conn`, as the kernel saw it."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    pid, uid, _ = struct.unpack("3i", creds)
+    return pid, uid
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
