@@ -9,6 +9,7 @@ instance of the nearest built-in class, so `pytest.raises(ValueError)` reads nat
 from __future__ import annotations
 
 import builtins
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from labkit.sandbox import codec, protocol
-from labkit.sandbox.host import Sandbox, WorkerCrashed, WorkerFailure, WorkerHandle
+from labkit.sandbox.host import Sandbox, Usage, WorkerCrashed, WorkerFailure, WorkerHandle
 from labkit.sandbox.shared import Arena, SharedArray
 
 
@@ -78,6 +79,64 @@ class Observation:
 
 Request = tuple[str, dict[str, Any], list[bytes]]  # (where, header, blobs)
 
+# Questions one call may ask the grader's callables: a worker that floods them ends its
+# check once past this, as one that floods output or replies would.
+MAX_CALLBACKS = 10_000
+
+
+class Callback:
+    """A callable of the grader's, passed to the student's code as an argument
+    (`labkit.grading.callback`): the worker gets only its number, and each call the
+    student's code makes runs here, in the trusted process, and is recorded under
+    `name` in `Student.last_call`."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or str(getattr(fn, "__name__", "callback"))
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What this side saw of the last call: its wall time (sending the request to
+    reading the reply, on this process's clock) and, in order, the name of each
+    grader's callable it called."""
+
+    wall_s: float
+    callbacks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A call measured from outside its worker (`Student.measure`): the result, the
+    wall time on this side's clock, the worker's CPU time during the call as `/proc`
+    counts it (clock-tick resolution, 10 ms on most kernels), and its threads and
+    children (pids as this process sees them) when the call returned."""
+
+    result: Any
+    wall_s: float
+    cpu_s: float
+    threads: int
+    children: tuple[int, ...]
+
+
+def _take_callbacks(fields: dict[str, Any], first: int
+                    ) -> tuple[dict[str, Any], dict[int, Callback]]:
+    """`fields` with each `Callback` among the arguments (not inside containers)
+    replaced by its number, counted from `first`, and the callbacks by number."""
+    found: dict[int, Callback] = {}
+
+    def ref(value: Any) -> Any:
+        if not isinstance(value, Callback):
+            return value
+        found[first + len(found)] = value
+        return codec.CallbackRef(first + len(found) - 1)
+
+    if "args" in fields:
+        fields = {**fields, "args": [ref(v) for v in fields["args"]]}
+    if "kwargs" in fields:
+        fields = {**fields, "kwargs": {k: ref(v) for k, v in fields["kwargs"].items()}}
+    return fields, found
+
 
 class Diverged(BaseException):
     """A check asked for something other than the request sent ahead for it.
@@ -123,6 +182,8 @@ class Session:
         self.failure: WorkerFailure | None = None
         self.imported: set[str] = set()
         self.ahead: deque[Request] | None = None
+        self.callbacks_given = 0  # callbacks numbered so far (see `_take_callbacks`)
+        self.last_call = CallRecord(0.0, ())
         self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
 
     @property
@@ -144,14 +205,36 @@ class Session:
         key = module or self.sandbox.config.modules[0]
         if key in self.broken:
             raise self.broken[key].with_traceback(None)
+        fields, callbacks = _take_callbacks(fields, self.callbacks_given)
+        self.callbacks_given += len(callbacks)  # numbers are never reused: a stale one fails
         header, blobs = _encode(op, key, fields)
         if self.ahead is not None:
-            if not self.ahead or self.ahead[0] != (where, header, blobs):
+            if callbacks or not self.ahead or self.ahead[0] != (where, header, blobs):
                 raise Diverged(where)
             self.ahead.popleft()
             return self._send(header, blobs, where, sent=True)
         self._import(key)
-        return self._send(header, blobs, where)
+        return self._send(header, blobs, where, callbacks=callbacks)
+
+    def measure(self, name: str, module: str | None, args: list, kwargs: dict) -> Measurement:
+        """Call `name`, reading the worker's `/proc` before and after (see `Measurement`)."""
+        if self.failure is None:
+            self._import(module or self.sandbox.config.modules[0])
+        before = self._usage(name)
+        result = self.request("call", name, module, name=name, args=args, kwargs=kwargs)
+        after = self._usage(name)
+        return Measurement(result, self.last_call.wall_s, after.cpu_s - before.cpu_s,
+                           after.threads, after.children)
+
+    def _usage(self, where: str) -> Usage:
+        if self.failure is not None:
+            raise self.failure.with_traceback(None)
+        assert self.worker is not None
+        try:
+            return self.worker.usage()
+        except WorkerFailure as failure:
+            failure.where, self.failure = where, failure
+            raise
 
     def shared(self, value: np.ndarray) -> SharedArray:
         """`value` copied into the memory this check's worker shares with us (starting
@@ -205,7 +288,7 @@ class Session:
             self.imported.add(key)
 
     def _send(self, header: dict, blobs: list[bytes], where: str, importing: str | None = None,
-              sent: bool = False) -> Any:
+              sent: bool = False, callbacks: dict[int, Callback] | None = None) -> Any:
         started = self.worker is None
         if self.worker is None:  # a check's first request is an import: the worker makes it
             self.worker = self.sandbox.spawn(importing)
@@ -213,7 +296,7 @@ class Session:
             if sent or (started and importing):
                 reply, reply_blobs = self.worker.receive(self.timeout)
             else:
-                reply, reply_blobs = self.worker.request(header, blobs, self.timeout)
+                reply, reply_blobs = self._call(header, blobs, callbacks or {})
         except WorkerFailure as failure:
             failure.where = where
             self.failure = failure
@@ -227,6 +310,41 @@ class Session:
         except (KeyError, protocol.ProtocolError) as exc:
             self.failure = WorkerCrashed(None, f"unreadable reply: {exc}")
             raise self.failure from None
+
+    def _call(self, header: dict, blobs: list[bytes], callbacks: dict[int, Callback]) -> Any:
+        """Send one request and read its reply, answering on the way each question the
+        call asks of a grader's callable (all within the call's time limit)."""
+        assert self.worker is not None
+        since, started = time.monotonic(), time.perf_counter()
+        called: list[str] = []
+        self.worker.send([(header, blobs)], self.timeout)
+        while True:
+            reply, reply_blobs = self.worker.receive(self.timeout, since)
+            if "callback" not in reply:
+                self.last_call = CallRecord(time.perf_counter() - started, tuple(called))
+                return reply, reply_blobs
+            callback = callbacks.get(reply["callback"])
+            if callback is None or len(called) >= MAX_CALLBACKS:
+                self.worker.stop()
+                raise WorkerCrashed(None, "a call back to an unknown callable" if callback is None
+                                    else f"over {MAX_CALLBACKS} calls back in one call")
+            called.append(callback.name)
+            answer_blobs: list[bytes] = []
+            try:
+                args = codec.decode_value(reply.get("args"), reply_blobs)
+                kwargs = codec.decode_value(reply.get("kwargs"), reply_blobs)
+                if type(args) is not list or type(kwargs) is not dict:
+                    raise protocol.ProtocolError("malformed call back")
+            except protocol.ProtocolError as exc:
+                self.worker.stop()
+                raise WorkerCrashed(None, f"unreadable call back: {exc}") from None
+            try:
+                answer = {"ok": codec.encode_value(callback.fn(*args, **kwargs), answer_blobs)}
+            except Exception as exc:  # noqa: BLE001 - the grader's callable raised: so does the call
+                builtin = next(c.__name__ for c in type(exc).__mro__
+                               if c.__module__ == "builtins")
+                answer_blobs, answer = [], {"raised": {"builtin": builtin, "message": str(exc)}}
+            self.worker.answer(answer, answer_blobs, self.timeout, since)
 
     def output(self) -> str:
         return self.worker.output() if self.worker else ""
@@ -245,6 +363,8 @@ class Rehearsal:
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
         key = module or self.sandbox.config.modules[0]
+        if _take_callbacks(fields, 0)[1]:
+            raise ValueError("a call with callbacks is answered in turn, never sent ahead")
         raise Asked((where, *_encode(op, key, fields)))
 
 
@@ -273,6 +393,15 @@ class Student:
 
         call.__name__ = name
         return call
+
+    @property
+    def last_call(self) -> CallRecord:
+        """What this side saw of the last call (its wall time, the callbacks it made)."""
+        return self._session.last_call
+
+    def measure(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
+        """Call `name` like `student.name(...)`, measured from outside the worker."""
+        return self._session.measure(name, self._module, list(args), kwargs)
 
     def module(self, name: str) -> Student:
         """The same student, seen through another of the lab's modules."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -202,6 +203,8 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     if isinstance(value, Shared):
         return {"t": "shared", "offset": value.offset, "dtype": value.dtype,
                 "shape": list(value.shape)}
+    if isinstance(value, CallbackRef):
+        return {"t": "callback", "id": value.id}
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
 
 
@@ -271,6 +274,10 @@ def decode_value(tree: Any, blobs: list[bytes], depth: int = 0) -> Any:
             return Opaque(str(tree["type"]))
         if tag == "shared":
             return _decode_shared(tree)
+        if tag == "callback":
+            if _CALLBACKS is None or type(tree["id"]) is not int:
+                raise ValueError("no callbacks here")
+            return _CALLBACKS(tree["id"])
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ProtocolError(f"malformed {tag!r} value: {exc}") from None
     raise ProtocolError(f"unknown value tag {tag!r}")

@@ -233,6 +233,45 @@ def excerpt(data: bytes, dropped: int, limit: int = OUTPUT_EXCERPT) -> str:
 # --- workers -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Usage:
+    """A worker's use of the machine at one moment, as `/proc` shows it (`WorkerHandle.usage`)."""
+
+    cpu_s: float
+    threads: int
+    children: tuple[int, ...]
+
+
+def _children(pid: int, threads: list[str]) -> list[int]:
+    """The children of process `pid` (whose threads are `threads`): from each thread's
+    `children` file, or, on a kernel without them, from every process's parent."""
+    found: list[int] = []
+    try:
+        for thread in threads:
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as handle:
+                found += map(int, handle.read().split())
+        return found
+    except FileNotFoundError:  # no CONFIG_PROC_CHILDREN
+        pass
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if _process_stat(int(name))[0] == pid:
+                    found.append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _nspid(pid: int) -> list[int]:
+    """`pid`'s pids in its PID namespace and each one above it, innermost last."""
+    with open(f"/proc/{pid}/status", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"NSpid:"):
+                return [int(n) for n in line.split()[1:]]
+    return [pid]
+
+
 class WorkerHandle:
     """One forked worker, serving a check (or a lab's passing checks in a row, see
     `GradingPlugin.student`) over a request and a reply pipe."""
@@ -245,6 +284,7 @@ class WorkerHandle:
         self.reader = protocol.Reader(rfd)
         self._sent, self._answered = sent, 0  # requests sent (or made at start), answered
         self.ended: dict[str, Any] | None = None
+        self._host_pid: int | None = None  # `pid` as this process sees it, once needed
 
     def request(self, header: dict[str, Any], blobs: list[bytes], timeout: float) -> Any:
         """Send one request and return the decoded reply header and blobs.
@@ -272,23 +312,62 @@ class WorkerHandle:
             raise self._failed(exc, error) from None
         return True
 
-    def receive(self, timeout: float) -> Any:
+    def receive(self, timeout: float, since: float | None = None) -> Any:
         """The reply to the oldest request not yet answered (the first may be the one
-        the worker was started with, see `Sandbox.spawn`)."""
-        deadline, error = self._deadline(timeout)
-        self._answered += 1
+        the worker was started with, see `Sandbox.spawn`), or a question the call asks
+        of a grader's callable (a header with "callback"): the request is still open,
+        to be answered with `answer` and received again. `since` (a `time.monotonic()`
+        value, default now) is when the `timeout` started, so a call's questions and
+        its reply share one limit."""
+        deadline, error = self._deadline(timeout, since)
         try:
             reply, reply_blobs = self.reader.read(deadline)
         except (protocol.ChannelTimeout, protocol.ChannelClosed, protocol.ProtocolError) as exc:
+            self._answered += 1
             raise self._failed(exc, error) from None
-        if reply.get("id") != self._answered:
+        if reply.get("id") != self._answered + 1:
             self.stop()
             raise WorkerCrashed(None, "reply out of order")
+        if "callback" not in reply:
+            self._answered += 1
         return reply, reply_blobs
 
-    def _deadline(self, timeout: float) -> tuple[float, WorkerFailure]:
-        """When waiting ends: at `timeout`, or at the grading's deadline if sooner."""
-        deadline = time.monotonic() + timeout
+    def answer(self, header: dict[str, Any], blobs: list[bytes], timeout: float,
+               since: float) -> None:
+        """Answer the question a call asked (see `receive`), under the call's limit."""
+        deadline, error = self._deadline(timeout, since)
+        try:
+            protocol.write_message(self.wfd, header, blobs, deadline)
+        except (protocol.ChannelTimeout, protocol.ChannelClosed) as exc:
+            raise self._failed(exc, error) from None
+
+    def usage(self) -> Usage:
+        """What the worker process has used so far, read from `/proc` by this side.
+
+        The worker cannot change these numbers (the kernel keeps them), so a grader may
+        judge them: CPU time (user + system, every thread, exited ones included; in clock
+        ticks, 10 ms on most kernels), its threads, and its children's pids as this
+        process sees them. `WorkerCrashed` if the worker is gone.
+        """
+        if self._host_pid is None:
+            self._host_pid = self.sandbox.zygote.host_pid(self.pid)
+        pid = self._host_pid
+        try:
+            if pid is None:
+                raise FileNotFoundError("no such process")
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError as exc:
+            raise WorkerCrashed(None, f"cannot read the worker's /proc: {exc}") from None
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return Usage(cpu, len(threads), tuple(_children(pid, threads)))
+
+    def _deadline(self, timeout: float, since: float | None = None
+                  ) -> tuple[float, WorkerFailure]:
+        """When waiting ends: at `timeout` (counted from `since`, default now), or at the
+        grading's deadline if sooner."""
+        deadline = (time.monotonic() if since is None else since) + timeout
         grading = self.sandbox.deadline
         if grading is not None and grading < deadline:
             return grading, GradingTimeout("the grading ran out of time")
@@ -414,6 +493,33 @@ class Zygote:
             _LIVE_ZYGOTES.add(self._process.pid)
             self._since = _process_stat(self._process.pid)[1]
             self._shm_before = {seg[0] for seg in _host_shm()}
+
+    def host_pid(self, pid: int) -> int | None:
+        """The pid this process knows the zygote's worker `pid` by (with bwrap, the
+        zygote lives in a PID namespace of its own: found among the sandbox's
+        descendants by its innermost pid); None if there is no such process."""
+        if self._process is None:
+            return None
+        if self.choice.mode == "process":
+            return pid
+        parents: dict[int, int] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    parents[int(name)] = _process_stat(int(name))[0]
+                except (OSError, IndexError, ValueError):
+                    continue
+        for candidate in parents:
+            ancestor = candidate
+            while ancestor in parents and ancestor != self._process.pid:
+                ancestor = parents[ancestor]
+            try:
+                inner = _nspid(candidate) if ancestor == self._process.pid else []
+            except OSError:
+                continue
+            if len(inner) > 1 and inner[-1] == pid:
+                return candidate
+        return None
 
     def _fall_back(self, reason: str) -> bool:
         """After bwrap failed to start: use `process` if the request was `auto`."""

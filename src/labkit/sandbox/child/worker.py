@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # CPython's C module behind `signal`: no stubs
 import array
+import builtins
 import ctypes
 import gc
 import importlib
@@ -129,11 +130,15 @@ class Worker:
     student's code has run (and could have changed the folder).
     """
 
+    reader: protocol.Reader  # the request channel and the reply channel, set by `serve`
+    wfd: int
+
     def __init__(self, modules: list[str], probes: Any,
                  specs: dict[str, ModuleSpec] | None = None) -> None:
         self.modules = modules
         self.probes = probes
         self.specs = specs or {}
+        self.current: Any = None  # the id of the request being answered
         self.kept: Any = None  # the result of the last "keep" call
 
     def module(self, name: str | None) -> Any:
@@ -194,17 +199,40 @@ class Worker:
     def serve(self, rfd: int, wfd: int, first: str | None = None) -> None:
         """Answer requests until the grader hangs up; `first`: import it before any
         request, answering as if it had been the first one."""
+        self.reader, self.wfd = protocol.Reader(rfd), wfd
+        codec.serve_callbacks(lambda ident: _Callback(self.call_back, ident))
         if first is not None:
             self.answer({"op": "import", "module": first, "id": 1}, [], wfd)
-        reader = protocol.Reader(rfd)
         while True:
             try:
-                request, blobs = reader.read()
+                request, blobs = self.reader.read()
             except protocol.ChannelClosed:
                 return
             self.answer(request, blobs, wfd)
 
+    def call_back(self, ident: int, args: list, kwargs: dict) -> Any:
+        """Have the grader call its callable `ident` and wait for what it returns.
+
+        The question goes out on the reply channel, tagged with the request being
+        answered; the grader answers on the request channel before anything else.
+        """
+        blobs: list[bytes] = []
+        question = {"id": self.current, "callback": ident,
+                    "args": codec.encode_value(args, blobs),
+                    "kwargs": codec.encode_value(kwargs, blobs)}
+        _flush()
+        protocol.write_message(self.wfd, question, blobs)
+        answer, answer_blobs = self.reader.read()
+        if "raised" in answer:
+            raised = answer["raised"]
+            kind = getattr(builtins, str(raised.get("builtin")), None)
+            if not (isinstance(kind, type) and issubclass(kind, Exception)):
+                kind = RuntimeError
+            raise kind(str(raised.get("message", "")))
+        return codec.decode_value(answer["ok"], answer_blobs)
+
     def answer(self, request: dict[str, Any], blobs: list[bytes], wfd: int) -> None:
+        self.current = request.get("id")
         reply_blobs: list[bytes] = []
         try:
             result = self.handle(request, blobs)
@@ -216,6 +244,22 @@ class Worker:
                 reply["raised"]["builtin"] = None
         _flush()  # what the call printed reaches the output pipe before its reply
         protocol.write_message(wfd, {"id": request.get("id"), **reply}, reply_blobs)
+
+
+class _Callback:
+    """A grader's callable as the student's code holds it: calling it asks the grader
+    (`Worker.call_back`); all it carries is the callable's number."""
+
+    __slots__ = ("_ask", "_id")
+
+    def __init__(self, ask: Any, ident: int) -> None:
+        self._ask, self._id = ask, ident
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ask(self._id, list(args), kwargs)
+
+    def __repr__(self) -> str:
+        return "<grader's callable>"
 
 
 def _load(spec: ModuleSpec) -> Any:

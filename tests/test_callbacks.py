@@ -1,0 +1,117 @@
+"""The grader's callables called from student code, and calls measured from outside.
+
+A `callback(fn)` argument reaches the worker as a number; each call the student's code
+makes asks the trusted side, which runs `fn` and records it. `student.measure` reads the
+worker's `/proc` from the trusted side. Both isolation modes, one module each.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from labkit.engine.proxy import MAX_CALLBACKS, Session, Student
+from labkit.grading import callback
+from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerCrashed, WorkerTimeout
+
+SOURCE = textwrap.dedent("""
+    import threading, time
+
+    def twice(fn, *args):
+        return [fn(*args), fn(*args)]
+
+    def flood(fn):
+        while True:
+            fn()
+
+    def stash(fn):
+        global KEPT
+        KEPT = fn
+        return repr(fn)
+
+    def use_kept():
+        return KEPT()
+
+    def catch(fn):
+        try:
+            fn()
+        except ValueError as exc:
+            return "caught " + str(exc)
+
+    def spin(seconds, threads):
+        for _ in range(threads):
+            threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+""")
+
+MODES = [pytest.param("process"),
+         pytest.param("bwrap", marks=pytest.mark.skipif(shutil.which("bwrap") is None,
+                                                        reason="bwrap is not installed"))]
+
+
+@pytest.fixture(params=MODES)
+def student(request: pytest.FixtureRequest) -> Iterator[Student]:
+    config = SandboxConfig(files={"mod.py": SOURCE.encode()}, modules=("mod",),
+                           isolation=request.param)
+    with Sandbox(config) as sandbox:
+        session = Session(sandbox, 3.0, {})
+        yield Student(session)
+        session.close()
+
+
+def test_a_callback_runs_here_and_is_recorded_in_order(student: Student) -> None:
+    seen: list[tuple] = []
+
+    def add(a: int, b: int) -> int:
+        seen.append((a, b))
+        return a + b
+
+    assert student.twice(callback(add), 2, 3) == [5, 5]
+    assert seen == [(2, 3), (2, 3)]
+    assert student.last_call.callbacks == ("add", "add")
+    assert student.last_call.wall_s > 0
+
+
+def test_the_student_sees_only_a_number(student: Student) -> None:
+    assert student.stash(callback(len, name="len")) == "<grader's callable>"
+
+
+def test_a_callback_of_an_earlier_call_is_refused(student: Student) -> None:
+    student.stash(callback(lambda: 1))
+    with pytest.raises(WorkerCrashed, match="unknown callable"):
+        student.use_kept()
+
+
+def test_what_the_callable_raises_the_call_raises(student: Student) -> None:
+    def missing() -> None:
+        raise ValueError("nope")
+
+    assert student.catch(callback(missing)) == "caught nope"
+
+
+def test_a_flood_of_callbacks_ends_the_check(student: Student) -> None:
+    calls = []
+    with pytest.raises(WorkerCrashed, match="calls back"):
+        student.flood(callback(lambda: calls.append(1)))
+    assert len(calls) == MAX_CALLBACKS
+
+
+def test_callbacks_share_the_call_s_deadline(student: Student) -> None:
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        student.flood(callback(lambda: time.sleep(0.5)))
+    assert time.monotonic() - started < 4.5
+
+
+def test_a_measured_call_counts_the_worker_s_cpu_threads_and_wall(student: Student) -> None:
+    got = student.measure("spin", 0.3, 2)
+    assert got.result is None
+    assert 0.2 <= got.cpu_s <= got.wall_s + 0.05
+    assert got.threads == 3
+    assert got.children == ()
