@@ -61,7 +61,8 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, o
 
     from labkit.engine.plugin import GradingPlugin
 
-    plugin = GradingPlugin(lab, lab_checks(lab), sandbox, lang)
+    plugin = GradingPlugin(lab, lab_checks(lab))
+    plugin.begin(sandbox, lang)
     saved = os.environ.get("PYTEST_ADDOPTS")
     os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -56,18 +56,53 @@ class Credit:
         self.fraction = max(0.0, min(1.0, earned / possible)) if possible else 0.0
 
 
-class GradingPlugin:
-    """Registered with `pytest.main(plugins=[...])` for one grading."""
+@dataclass
+class Grading:
+    """What belongs to one grading, and only to it: a warm process starts a new one for
+    every submission, so nothing of one grading's state can reach the next."""
 
-    def __init__(self, lab: LabSpec, checks: LabChecks, sandbox: Sandbox, lang: str) -> None:
-        self.lab, self.checks, self.sandbox, self.lang = lab, checks, sandbox, lang
-        self.deadline = time.monotonic() + lab.grade_timeout
-        self.broken: dict[str, WorkerFailure] = {}
+    sandbox: Sandbox
+    lang: str
+    deadline: float
+    broken: dict[str, WorkerFailure] = field(default_factory=dict)  # modules that failed
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # by nodeid
+    sessions: dict[str, Session] = field(default_factory=dict)
+    credits: dict[str, Credit] = field(default_factory=dict)
+    shared: Session | None = None  # a passing check's worker, for the next check
+
+
+class GradingPlugin:
+    """Registered with `pytest.main(plugins=[...])`; grades one submission at a time.
+
+    `begin(sandbox, lang)` starts a grading (a fresh `Grading`); the cold run begins
+    once, a warm process once per submission.
+    """
+
+    def __init__(self, lab: LabSpec, checks: LabChecks) -> None:
+        self.lab, self.checks = lab, checks
         self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
-        self.outcomes: dict[str, Outcome] = {}
-        self._sessions: dict[str, Session] = {}
-        self._shared: Session | None = None
-        self._credits: dict[str, Credit] = {}
+        self._grading: Grading | None = None
+
+    def begin(self, sandbox: Sandbox, lang: str) -> None:
+        """Start grading one submission in `sandbox`, with messages in `lang`."""
+        self._grading = Grading(sandbox, lang, time.monotonic() + self.lab.grade_timeout)
+
+    def end(self) -> None:
+        """The grading is over: drop its state (the sandbox, sessions, outcomes) so a
+        long-lived process holds nothing of it while it waits for the next one."""
+        self.release()
+        self._grading = None
+
+    @property
+    def grading(self) -> Grading:
+        if self._grading is None:
+            raise RuntimeError("no grading has begun")  # a kit bug, never a student's
+        return self._grading
+
+    @property
+    def outcomes(self) -> dict[str, Outcome]:
+        """How each check of the current grading ended, by nodeid."""
+        return self.grading.outcomes
 
     # --- fixtures ---------------------------------------------------------------------
 
@@ -80,41 +115,43 @@ class GradingPlugin:
         per check. A check that did not pass never does: whatever its calls left
         behind (a crash, a hang, a reply unread, a changed module) stays with it.
         """
-        left = self.deadline - time.monotonic()
+        grading = self.grading
+        left = grading.deadline - time.monotonic()
         if left <= 0:
             raise GradeTimeout("grade")
-        self.sandbox.deadline = self.deadline
+        grading.sandbox.deadline = grading.deadline
         nodeid = request.node.nodeid
-        session, self._shared = self._shared, None
+        session, grading.shared = grading.shared, None
         if session is None:
-            session = Session(self.sandbox, min(self.lab.call_timeout, left), self.broken)
+            session = Session(grading.sandbox, min(self.lab.call_timeout, left), grading.broken)
         else:
             session.next_check(min(self.lab.call_timeout, left))
-        self._sessions[nodeid] = session
+        grading.sessions[nodeid] = session
         yield Student(session)
-        outcome = self.outcomes.get(nodeid)
+        outcome = grading.outcomes.get(nodeid)
         if (self.lab.share_worker and outcome is not None and outcome.status is Status.PASS
                 and session.worker is not None and session.ready):
-            self._shared = session
+            grading.shared = session
         else:
             session.close()
 
     def release(self) -> None:
         """Stop the worker a passing check left for the next one: the grading is over."""
-        if self._shared is not None:
-            self._shared.close()
-            self._shared = None
+        grading = self._grading
+        if grading is not None and grading.shared is not None:
+            grading.shared.close()
+            grading.shared = None
 
     @pytest.fixture
     def credit(self, request: pytest.FixtureRequest) -> Credit:
-        self._credits[request.node.nodeid] = Credit()
-        return self._credits[request.node.nodeid]
+        credit = self.grading.credits[request.node.nodeid] = Credit()
+        return credit
 
     @pytest.fixture
     def submission(self) -> Mapping[str, bytes]:
         """The graded files, `{path: bytes}` (read-only), for reading source text: the
         bytes the workers were given, held here, never read back from a folder."""
-        return MappingProxyType(self.sandbox.config.files)
+        return MappingProxyType(self.grading.sandbox.config.files)
 
     # --- hooks ------------------------------------------------------------------------
 
@@ -139,25 +176,26 @@ class GradingPlugin:
         return report
 
     def _record(self, nodeid: str, call: pytest.CallInfo) -> None:
-        session = self._sessions.get(nodeid)
+        grading = self.grading
+        session = grading.sessions.get(nodeid)
         output = session.output() if session else ""
         if call.excinfo is None:
             outcome = Outcome(Status.PASS)
         else:
             outcome = self.classify(call.excinfo.value, dict(self.order)[nodeid])
-        credit = self._credits.get(nodeid)
+        credit = grading.credits.get(nodeid)
         if credit is not None and credit.fraction is not None:
             outcome.fraction = credit.fraction
             if credit.fraction < 1 and outcome.status is Status.PASS:
                 outcome.status = Status.FAIL
                 outcome.message = i18n.pick(self.checks.get(dict(self.order)[nodeid]).fail,
-                                            self.lang)
+                                            grading.lang)
         outcome.output = output
-        self.outcomes[nodeid] = outcome
+        grading.outcomes[nodeid] = outcome
 
     def classify(self, exc: BaseException, check_id: str) -> Outcome:
         """The status and one-line message for an exception that ended a check."""
-        lang = self.lang
+        lang = self.grading.lang
         where = getattr(exc, "where", "") or check_id.split(".")[0]
         if isinstance(exc, CheckFailed):
             texts = self.checks.messages.get(exc.key)

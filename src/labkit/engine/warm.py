@@ -170,17 +170,15 @@ class BatchPlugin(GradingPlugin):
     """The grading plugin, reusable: `begin` resets what belongs to one grading."""
 
     def __init__(self, lab: LabSpec, loop: Callable[[GradeFn], None], zygote: Zygote) -> None:
-        super().__init__(lab, lab_checks(lab), None, "en")  # type: ignore[arg-type]
+        super().__init__(lab, lab_checks(lab))
         self.loop, self.zygote = loop, zygote
         self.items: list[pytest.Item] = []
         self.replays: dict[str, Replay] = {}
         self._random_states: list[tuple[Any, Any]] = []
 
     def begin(self, sandbox: Sandbox, lang: str) -> None:
-        self.sandbox, self.lang = sandbox, lang
-        self.deadline = time.monotonic() + self.lab.grade_timeout
-        self.broken, self.outcomes, self._sessions, self._credits = {}, {}, {}, {}
-        self._shared = None
+        """A new grading; the graders' module-level generators start where they did."""
+        super().begin(sandbox, lang)
         for owner, state in self._random_states:
             _set_random_state(owner, state)
 
@@ -238,7 +236,7 @@ class BatchPlugin(GradingPlugin):
             finally:
                 self.release()
             outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
-        self.sandbox = None  # type: ignore[assignment]
+            self.end()
         cold.raise_kit_failure(sandbox)
         return assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
 

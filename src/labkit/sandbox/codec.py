@@ -92,8 +92,9 @@ def _dtype_elements(dtype: np.dtype) -> int:
     if dtype.subdtype is not None:
         base, shape = dtype.subdtype
         return math.prod(shape) * _dtype_elements(base)
-    if dtype.names is not None:
-        return max(1, sum(_dtype_elements(dtype.fields[n][0]) for n in dtype.names))
+    fields = dtype.fields
+    if fields is not None:
+        return max(1, sum(_dtype_elements(fields[name][0]) for name in fields))
     return 1
 
 
