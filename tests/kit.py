@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +12,11 @@ from labkit.course.catalogue import LabSpec, catalogue, get_lab
 from labkit.engine.cold import grade_files
 from labkit.fileset import digest
 from labkit.results import LabResult
+from labkit.student import daemon
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
+READY_SECONDS = 120.0  # a daemon imports, collects and starts a zygote; CI machines are slow
 
 
 def solution_files(lab: LabSpec) -> dict[str, bytes]:
@@ -102,3 +106,32 @@ def daemon_pids(socket: Path | None = None) -> set[int]:
         if b"labkit.student.daemon" in argv and (socket is None or bytes(socket) in argv):
             found.add(int(entry.name))
     return found
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Whether process `pid` ends within `timeout`. A test that graded in `process` mode
+    is a child subreaper, so a daemon it started may end as its child: reaped here."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_ready(lab: LabSpec | None = None) -> daemon.DaemonInfo:
+    """The daemon serving `lab` (default lab02) once it answers."""
+    lab_id = lab.id if lab is not None else "lab02"
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        found = [info for info in daemon.running() if info.lab == lab_id]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError("no daemon became ready")

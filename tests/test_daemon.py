@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kit import daemon_pids, solution_files, stub_files, variants, write_files
+from kit import (
+    daemon_pids,
+    solution_files,
+    stub_files,
+    variants,
+    write_files,
+)
+from kit import wait_gone as _wait_gone
+from kit import wait_ready as _wait_ready
 
 from labkit.cli import main
 from labkit.course.catalogue import get_lab
@@ -22,39 +30,6 @@ from labkit.sandbox import protocol
 from labkit.student import daemon, policy
 
 LAB = get_lab("lab02")
-READY_SECONDS = 120.0  # a daemon imports, collects and starts a zygote; CI machines are slow
-
-
-@pytest.fixture()
-def daemons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Daemons on, in a private runtime folder of this test; all stopped afterwards."""
-    run = tmp_path / "run"
-    monkeypatch.setenv("LABKIT_DAEMON", "1")
-    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(run))
-    yield run
-    for info in daemon.stop_all():
-        _wait_gone(info.pid)
-
-
-def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _wait_ready(lab=LAB) -> daemon.DaemonInfo:
-    deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline:
-        found = [info for info in daemon.running() if info.lab == lab.id]
-        if found:
-            return found[0]
-        time.sleep(0.1)
-    raise AssertionError("no daemon became ready")
 
 
 def _workspace(tmp_path: Path, name: str, files: dict[str, bytes]) -> Path:

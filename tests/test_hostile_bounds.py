@@ -43,7 +43,7 @@ def _reply(head):
         try:
             info = os.fstat(fd)
             with open(f"/proc/self/fdinfo/{fd}") as handle:
-                flags = int(handle.readline().split()[1], 8)
+                flags = int(next(f for f in handle if f.startswith("flags:")).split()[1], 8)
         except OSError:
             continue
         if fd > 2 and stat.S_ISFIFO(info.st_mode) and flags & os.O_WRONLY:

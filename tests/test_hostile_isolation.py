@@ -10,11 +10,9 @@ marks prove it. After each, no process and no System V segment of the attack is 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -74,23 +72,26 @@ def _escape():
 _escape()
 '''
 
-# A correct submission that refuses to import in a sandbox someone else touched.
+# A correct submission that refuses to import in a sandbox someone else touched. It
+# reads /proc by a path it builds: lab02's checks that rest on a probe refuse a source
+# holding a literal one (`engine.static`), and a victim must earn full marks.
 VICTIM = '''
-import os
+import linecache, os
+
+def _proc(*parts):
+    return linecache.getlines(os.path.join(os.sep, "proc", *parts))
 
 def _untouched():
     # The sandbox's own read-only binds of a runtime or checkout under the host's /tmp
     # (a CI clone, a virtualenv) are mount points there: not anyone's leftovers.
-    with open("/proc/self/mountinfo") as handle:
-        mounts = [line.split()[4] for line in handle]
+    mounts = [line.split()[4] for line in _proc("self", "mountinfo")]
     left = [n for n in os.listdir("/tmp") if not n.startswith("work-")
             and not any(m.startswith(f"/tmp/{n}/") or m == f"/tmp/{n}" for m in mounts)]
     if left:
         raise RuntimeError(f"an earlier submission left {left} in /tmp")
     for kind in ("shm", "sem", "msg"):
-        with open(f"/proc/sysvipc/{kind}") as handle:
-            if handle.read().splitlines()[1:]:
-                raise RuntimeError(f"an earlier submission left System V {kind}")
+        if _proc("sysvipc", kind)[1:]:
+            raise RuntimeError(f"an earlier submission left System V {kind}")
     if os.path.isdir("/dev/mqueue") and os.listdir("/dev/mqueue"):
         raise RuntimeError("an earlier submission left a message queue")
 
@@ -120,13 +121,6 @@ def current(gradebook: Path) -> dict[str, tuple[LabResult, int]]:
             for student, document, retry in rows}
 
 
-@pytest.fixture
-def token():
-    value = str(10**6 + os.getpid() % 10**5 + int(time.time()) % 1000)
-    yield value
-    subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
-
-
 @NEEDS_BWRAP
 @pytest.mark.slow
 def test_a_filled_tmp_and_leftover_ipc_never_reach_the_next_student(tmp_path, token, monkeypatch):
@@ -141,7 +135,9 @@ def test_a_filled_tmp_and_leftover_ipc_never_reach_the_next_student(tmp_path, to
         victim, retry = results[f"b_victim{index}"]
         assert (victim.status, victim.score, retry) == (Status.PASS, 14, 0), victim.failed
     attacker, retry = results["a_attacker"]
-    assert (attacker.score, retry) == (14, 0)  # its own functions are correct
+    # graded, not the kit's failure: its functions are correct, but the checks that rest
+    # on a probe refuse a source that imports ctypes (`engine.static`)
+    assert (attacker.status, retry) == (Status.FAIL, 0)
 
 
 @pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=NEEDS_BWRAP), "process"])
