@@ -5,10 +5,12 @@ forever, a few hostile ones; some as folders, some as .zip, every file unique), 
 them with `labkit batch --jobs 1` and `--jobs 2` (each run as its own process, as an
 instructor would), and prints for each: submissions per second, CPU per submission (the
 whole process tree: parent, grading processes, zygotes, workers), the median grading
-wall time, the speedup from 2 jobs, the cost of a looping submission beyond its timeout,
-and the main process's peak memory; then the peak memory again at N=3000. Where nbgrader
-is installed, the same kinds of submission are also graded as notebooks by `nbgrader
-autograde` and by `labkit batch` (benchmarks/nbgrader_compare.py), and the ratio printed.
+wall time, the speedup from 2 jobs, what the reset between submissions costs (measured
+on a shared zygote, and the --jobs 2 rate estimated without it), the cost of a looping
+submission beyond its timeout, and the main process's peak memory; then the peak memory
+again at N=3000. Where nbgrader is installed, the same kinds of submission are also
+graded as notebooks by `nbgrader autograde` and by `labkit batch`
+(benchmarks/nbgrader_compare.py), and the ratio printed.
 
     python benchmarks/batch.py [--n 300] [--big 3000] [--timeout 1] [--nbgrader-n 20]
 
@@ -215,6 +217,43 @@ def sandbox_check_cost(rounds: int = 60) -> tuple[float, float]:
     return 1000 * wall / rounds, 1000 * cpu / rounds
 
 
+def reset_cost(rounds: int = 40) -> float:
+    """Wall ms the per-submission isolation adds: one check in a sandbox of its own on a
+    shared zygote, which is reset when the sandbox ends (every process ended, scratch,
+    /tmp and IPC emptied, proven clean; settled at the next spawn), minus the same
+    check in a sandbox that stays open, as a grading's later checks are."""
+    sys.path.insert(0, str(REPO / "src"))
+    from labkit.engine.proxy import Session, Student
+    from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote
+
+    config = SandboxConfig(files={"broadcasting.py": SOLUTION.encode()},
+                           modules=("broadcasting",),
+                           probes=REPO / "grader" / "lab02" / "probes.py")
+
+    def one(sandbox: Sandbox) -> None:
+        session = Session(sandbox, 5.0, {})
+        Student(session).c_strides((2, 3), 8)
+        session.close()
+
+    zygote = Zygote()
+    zygote.start()
+    try:
+        with Sandbox(config, zygote=zygote) as sandbox:
+            one(sandbox)
+            kept = time.perf_counter()
+            for _ in range(rounds):
+                one(sandbox)
+            kept = time.perf_counter() - kept
+        reset = time.perf_counter()
+        for _ in range(rounds):
+            with Sandbox(config, zygote=zygote) as sandbox:
+                one(sandbox)
+        reset = time.perf_counter() - reset
+    finally:
+        zygote.close()
+    return 1000 * max(0.0, reset - kept) / rounds
+
+
 def statuses(out: Path) -> str:
     db = sqlite3.connect(out / "gradebook.sqlite")
     try:
@@ -254,6 +293,14 @@ def main() -> None:
               f"{check_cpu:.1f} ms CPU on the trusted side; a lab02 grading has "
               f"{LAB02_CHECKS} checks, " + ("and a check that passed hands its worker on "
               "to the next (share_worker)" if LAB02_SHARES else "each with its own worker"))
+        isolation_ms = reset_cost()
+        nonloop = sum(not k.startswith("loop:") for k in kinds.values())
+        # the same class without the resets: their wall time taken out, spread over the jobs
+        without = nonloop / max(1e-9, nonloop / two["rate_nonloop"] - nonloop * isolation_ms
+                                / 2000)
+        print(f"per-submission isolation (reset and proof between submissions): "
+              f"{isolation_ms:.1f} ms a submission; --jobs 2 non-looping "
+              f"{two['rate_nonloop']:.1f}/s with it, ~{without:.1f}/s without (estimated)")
         figures = {"n": two}
         if args.nbgrader_n and importlib.util.find_spec("nbgrader") is not None:
             # The same kinds of submission as notebooks (looping and hostile ones left
