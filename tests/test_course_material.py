@@ -63,7 +63,7 @@ def _checks_error(text: str) -> str:
 
 def test_the_kit_loads():
     labs = catalogue()
-    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04"]
+    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04", "lab06"]
     assert all(lab_checks(lab).max_score > 0 for lab in labs)
     assert parse_checks(CHECKS, "c").get("safe_mse.x").points == 2.0
 
@@ -176,7 +176,7 @@ def test_dev_check_reports_bad_material_as_problems(kit):
     assert "grader/lab02/checks.toml: check \"safe_mse.aligned_pairs\": unknown key 'pionts'" \
         in lines
     assert any(line.startswith("grader/lab03/checks.toml: is not valid TOML: ") for line in lines)
-    assert lines[-1] == "2 problem(s) in 4 lab(s)"
+    assert lines[-1] == "2 problem(s) in 5 lab(s)"
     assert "internal error" not in out.output
 
 
