@@ -103,6 +103,25 @@ def test_the_arena_cannot_be_resized_or_sealed_by_the_worker():
         os.close(fd)
 
 
+@pytest.mark.parametrize("view", [lambda a: a.T, lambda a: a[::2, ::-1], lambda a: a[1:, 2]])
+def test_a_view_of_a_shared_input_reaches_the_worker_as_that_view(student, view):
+    base = np.arange(12.0).reshape(3, 4)
+    shared = student.shared(base, view)
+    expected = base.copy()
+    view(expected)[(0,) * view(expected).ndim] = -1.0  # what writing through the view does
+    assert student.write_at(shared, (0,) * view(base).ndim, -1.0) is None
+    assert np.array_equal(shared.array, view(expected))
+    assert np.array_equal(student.first_rows(shared, 1), view(expected)[:1])
+
+
+def test_a_view_must_be_a_view():
+    from labkit.sandbox.shared import Arena
+
+    arena = Arena(memoryview(bytearray(4096)))
+    with pytest.raises(ValueError, match="view"):
+        arena.place_view(np.arange(4.0), lambda a: a[[0, 2]])
+
+
 def test_a_trusted_decoder_refuses_a_shared_value():
     """Only a worker maps an arena: a reply naming shared memory is malformed."""
     tree = codec.encode_value(codec.Shared(0, "<f8", (2,)), [])
@@ -117,6 +136,9 @@ def test_a_trusted_decoder_refuses_a_shared_value():
     {"t": "shared", "offset": 4, "dtype": "<f8", "shape": [1]},
     {"t": "shared", "offset": 0, "dtype": "|O", "shape": [1]},
     {"t": "shared", "offset": 0, "dtype": "<f8", "shape": [-1]},
+    {"t": "shared", "offset": 8, "dtype": "<f8", "shape": [2], "strides": [-16]},
+    {"t": "shared", "offset": 0, "dtype": "<f8", "shape": [2], "strides": [ARENA_BYTES]},
+    {"t": "shared", "offset": 0, "dtype": "<f8", "shape": [2], "strides": [8, 8]},
 ])
 def test_a_worker_decodes_only_shared_values_inside_its_memory(tree):
     arena = memoryview(bytearray(ARENA_BYTES))

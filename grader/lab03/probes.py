@@ -4,8 +4,7 @@ They run beside the student's code, which can rewrite them, so nothing they repo
 earns a point unless the grader can check it itself: `speedup_with_sums` and
 `profile_program` only set up a call (the evidence is what the grader's callables
 receive, and the answer it alone can judge), `read_file` hands over bytes the student
-wrote anyway, `call_on_view` makes a non-contiguous view of an input (its result is
-judged in the grader).
+wrote anyway.
 
 matplotlib, cProfile and pstats are imported here once, in the zygote, so that each
 check's fresh worker does not pay for them again. Nothing is drawn here: fonts
@@ -24,24 +23,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402, F401 - the backend first; loaded once for every plot
-import numpy as np  # noqa: E402
-
-# --- sum of squares ---------------------------------------------------------------------
-
-
-def _view(arr: np.ndarray, view: str | None) -> np.ndarray:
-    """Arrays arrive contiguous; views that are not are made here."""
-    if view == "T":
-        return arr.T
-    if view == "step":
-        return arr[::3]
-    return arr
-
-
-def call_on_view(student, name: str, arr: np.ndarray, view: str):
-    """`name(arr.T)` or `name(arr[::3])`: a non-contiguous input."""
-    return getattr(student, name)(_view(arr, view))
-
 
 # --- speedup_table ----------------------------------------------------------------------
 

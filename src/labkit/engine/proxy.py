@@ -236,9 +236,11 @@ class Session:
             failure.where, self.failure = where, failure
             raise
 
-    def shared(self, value: np.ndarray) -> SharedArray:
+    def shared(self, value: np.ndarray,
+               view: Callable[[np.ndarray], np.ndarray] | None = None) -> SharedArray:
         """`value` copied into the memory this check's worker shares with us (starting
-        the worker, its module imported, as the first call would)."""
+        the worker, its module imported, as the first call would); with `view`, passed
+        as that view of it (see `Arena.place_view`)."""
         if self.failure is not None:
             raise self.failure.with_traceback(None)
         key = self.sandbox.config.modules[0]
@@ -248,7 +250,7 @@ class Session:
         assert self.worker is not None and self.worker.arena is not None
         if self.arena is None:
             self.arena = Arena(self.worker.arena)
-        return self.arena.place(value)
+        return self.arena.place(value) if view is None else self.arena.place_view(value, view)
 
     def send_ahead(self, requests: list[Request], limit: int = 32 * 1024) -> bool:
         """Send requests before the check makes them, all in one write; False (nothing
@@ -411,10 +413,12 @@ class Student:
         """A module-level value (a constant such as `VIEW_OR_COPY`)."""
         return self._session.request("value", name, self._module, name=name)
 
-    def shared(self, value: np.ndarray) -> SharedArray:
+    def shared(self, value: np.ndarray,
+               view: Callable[[np.ndarray], np.ndarray] | None = None) -> SharedArray:
         """`value` placed in memory the worker and this process both map: pass it as an
-        argument, and read its `array` afterwards to see what the call did to it."""
-        return self._session.shared(value)
+        argument, and read its `array` afterwards to see what the call did to it. With
+        `view` (e.g. `lambda a: a.T`), the worker gets that view of it instead."""
+        return self._session.shared(value, view)
 
     def keep(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call `name` like `student.name(...)`; the worker also keeps the result, to be

@@ -109,6 +109,7 @@ class Shared:
     offset: int
     dtype: str
     shape: tuple[int, ...]
+    strides: tuple[int, ...] | None = None  # a view (None: C order)
 
 
 # The worker's shared memory (`serve_shared`); None in every trusted process, whose
@@ -133,12 +134,24 @@ def _decode_shared(tree: dict[str, Any]) -> np.ndarray:
     dtype = np.dtype(name)
     if dtype.hasobject or dtype.names is not None or dtype.str != name:
         raise ValueError(f"dtype {name!r} may not be shared")
-    if not all(type(n) is int and n >= 0 for n in shape):
+    if not all(type(n) is int and n >= 0 for n in shape) or len(shape) > MAX_NDIM:
         raise ValueError("bad shape")
-    end = offset + math.prod(shape) * dtype.itemsize
-    if offset < 0 or offset % dtype.alignment or end > len(_ARENA):
+    strides = tree.get("strides")
+    if strides is None:
+        low, high = offset, offset + math.prod(shape) * dtype.itemsize
+    elif (type(strides) is not list or len(strides) != len(shape)
+          or not all(type(s) is int for s in strides)):
+        raise ValueError("bad strides")
+    elif 0 in shape:
+        low = high = offset
+    else:  # the lowest and highest bytes the view reaches, whatever the strides' signs
+        reach = [(n - 1) * s for n, s in zip(shape, strides, strict=True)]
+        low = offset + sum(r for r in reach if r < 0)
+        high = offset + sum(r for r in reach if r > 0) + dtype.itemsize
+    if low < 0 or offset % dtype.alignment or high > len(_ARENA):
         raise ValueError("outside the shared memory")
-    return np.ndarray(tuple(shape), dtype, buffer=_ARENA, offset=offset)
+    return np.ndarray(tuple(shape), dtype, buffer=_ARENA, offset=offset,
+                      strides=None if strides is None else tuple(strides))
 
 
 @dataclass(frozen=True)
@@ -202,8 +215,11 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         blobs.append(bytes(value))
         return {"t": "bytes", "blob": len(blobs) - 1}
     if isinstance(value, Shared):
-        return {"t": "shared", "offset": value.offset, "dtype": value.dtype,
+        tree = {"t": "shared", "offset": value.offset, "dtype": value.dtype,
                 "shape": list(value.shape)}
+        if value.strides is not None:
+            tree["strides"] = list(value.strides)
+        return tree
     if isinstance(value, CallbackRef):
         return {"t": "callback", "id": value.id}
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}

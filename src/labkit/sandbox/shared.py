@@ -16,6 +16,7 @@ worker serves another check, and unmapped with the worker.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,19 @@ class Arena:
         array[...] = value
         self.used = start + value.nbytes
         return SharedArray(start, value.dtype.str, tuple(value.shape), array=array)
+
+    def place_view(self, value: np.ndarray,
+                   view: Callable[[np.ndarray], np.ndarray]) -> SharedArray:
+        """`value` placed as by `place`, passed as `view(placed)`: a view over it (a
+        transpose, a step) that reaches the worker as a view, not a contiguous copy."""
+        base = self.place(value).array
+        seen = view(base)
+        if not (isinstance(seen, np.ndarray) and np.shares_memory(seen, base)):
+            raise ValueError("view() must return a view of the array it is given")
+        offset = seen.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        start = self.used - base.nbytes
+        return SharedArray(start + offset, seen.dtype.str, tuple(seen.shape),
+                           tuple(seen.strides), array=seen)
 
     def clear(self) -> None:
         """Zero what was placed and start again: nothing reaches the next check."""
