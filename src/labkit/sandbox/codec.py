@@ -24,6 +24,9 @@ import numpy as np
 
 from labkit.sandbox.protocol import ProtocolError
 
+# In a worker the student's code runs next, and may patch builtins; bound now, the
+# decoder's own checks keep their meaning there (in the trusted process nothing patches).
+_all, _any = all, any
 MAX_DEPTH = 64  # containers in a value; deeper ones travel as opaque
 # What a decoded value may hold, checked before it is built (the framing bounds a whole
 # tree's values, `protocol.MAX_HEADER_VALUES`). An array's elements are counted apart
@@ -70,7 +73,7 @@ def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
     dtype = np.dtype(name)
     if dtype.hasobject or dtype.names is not None or dtype.str != name:
         raise ValueError(f"dtype {name!r} may not travel")
-    if not all(type(n) is int and n >= 0 for n in shape):
+    if not _all(type(n) is int and n >= 0 for n in shape):
         raise ValueError("bad shape")
     _check_elements(shape, dtype)
     if math.prod(shape) * dtype.itemsize != len(blob):
@@ -81,7 +84,7 @@ def _decode_array(tree: dict[str, Any], blobs: list[bytes]) -> np.ndarray:
 
 def _check_elements(shape: Any, dtype: np.dtype) -> None:
     """Refuse an array of over `MAX_ELEMENTS` elements (see there), before it is built."""
-    if any(n > MAX_ELEMENTS for n in shape):  # (0, 10**30) holds nothing, yet no array has it
+    if _any(n > MAX_ELEMENTS for n in shape):  # (0, 10**30) holds nothing, yet no array has it
         raise ValueError(f"a dimension of over {MAX_ELEMENTS}")
     if math.prod(shape) * _dtype_elements(dtype) > MAX_ELEMENTS:
         raise ValueError(f"an array of over {MAX_ELEMENTS} elements")
@@ -134,13 +137,13 @@ def _decode_shared(tree: dict[str, Any]) -> np.ndarray:
     dtype = np.dtype(name)
     if dtype.hasobject or dtype.names is not None or dtype.str != name:
         raise ValueError(f"dtype {name!r} may not be shared")
-    if not all(type(n) is int and n >= 0 for n in shape) or len(shape) > MAX_NDIM:
+    if not _all(type(n) is int and n >= 0 for n in shape) or len(shape) > MAX_NDIM:
         raise ValueError("bad shape")
     strides = tree.get("strides")
     if strides is None:
         low, high = offset, offset + math.prod(shape) * dtype.itemsize
     elif (type(strides) is not list or len(strides) != len(shape)
-          or not all(type(s) is int for s in strides)):
+          or not _all(type(s) is int for s in strides)):
         raise ValueError("bad strides")
     elif 0 in shape:
         low = high = offset
