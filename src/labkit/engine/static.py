@@ -187,12 +187,16 @@ def _declares(node: ast.stmt) -> bool:
 def mentions(files: Mapping[str, bytes], name: str) -> bool:
     """Whether any `.py` file of `files` reads an attribute or imports a name `name`
     (e.g. that a view is built with `as_strided`). Unreadable files mention nothing."""
-    for rel in sorted(files):
-        if rel.endswith(".py"):
-            tree = _parse(bytes(files[rel]))
-            if isinstance(tree, ast.Module) and name in _names_read(tree):
-                return True
-    return False
+    return any(name in _names_in(bytes(files[rel])) for rel in sorted(files)
+               if rel.endswith(".py"))
+
+
+@lru_cache(maxsize=64)
+def _names_in(source: bytes) -> frozenset[str]:
+    """Cached like `_file_refusals`: a warm process grades the same bytes check after
+    check, and parsing them again for each one cost a grading milliseconds."""
+    tree = _parse(source)
+    return frozenset(_names_read(tree)) if isinstance(tree, ast.Module) else frozenset()
 
 
 def _names_read(tree: ast.Module) -> set[str]:
