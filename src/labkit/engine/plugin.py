@@ -19,6 +19,7 @@ import pytest
 
 from labkit import i18n
 from labkit.course.catalogue import LabChecks, LabSpec
+from labkit.engine import _compat
 from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
@@ -111,9 +112,10 @@ class GradingPlugin:
         """The student's code, in a fresh worker for each check.
 
         A lab that declares `share_worker` (its functions keep no state) lets a check
-        that passed hand its worker on to the next one, which saves starting a worker
-        per check. A check that did not pass never does: whatever its calls left
-        behind (a crash, a hang, a reply unread, a changed module) stays with it.
+        hand its worker on to the next one, which saves starting a worker per check,
+        when the check passed, or failed on values with the worker idle and alive (see
+        `_hands_on`). A check whose worker timed out, crashed or still owes a reply
+        never does: whatever it left behind stays with it.
         """
         grading = self.grading
         left = grading.deadline - time.monotonic()
@@ -129,8 +131,8 @@ class GradingPlugin:
         grading.sessions[nodeid] = session
         yield Student(session)
         outcome = grading.outcomes.get(nodeid)
-        if (self.lab.share_worker and outcome is not None and outcome.status is Status.PASS
-                and session.worker is not None and session.ready):
+        if (self.lab.share_worker and outcome is not None and session.worker is not None
+                and session.ready and _hands_on(outcome.status, request.node)):
             grading.shared = session
         else:
             session.close()
@@ -237,3 +239,14 @@ def _exit_detail(exitcode: int | None) -> str:
         except ValueError:
             return f"signal {-exitcode}"
     return f"exit code {exitcode}"
+
+
+def _hands_on(status: Status, item: pytest.Item) -> bool:
+    """Whether a check that ended with `status` (its worker alive and idle) may hand its
+    worker on. A passing check always may. A failing one may unless it is a property
+    check: `labkit grade` shrinks a failing property under hypothesis while a warm batch
+    replays its examples, so the two would leave the worker after different calls, and
+    the next check must see the same worker in both."""
+    if status is Status.PASS:
+        return True
+    return status is Status.FAIL and _compat.inner_test(getattr(item, "obj", None)) is None
