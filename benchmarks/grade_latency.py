@@ -11,7 +11,12 @@ grading daemon answers, `labkit.student.daemon`; the verdict), and cold (`LABKIT
 as the first grade after a reboot or a kit upgrade, and in CI). Runs alternate between
 the floors and the labs so that machine noise hits all alike; compare the ratios.
 
-    python benchmarks/grade_latency.py [--runs 7] [--labs lab01,lab02]
+With `--baseline PYTHON` (an interpreter whose `labkit` is an older checkout, e.g. a
+virtualenv with a `.pth` naming that checkout's `src`), every figure is also taken with
+that kit in the same runs, alternating, and printed beside this one with the ratio: a
+before/after comparison that machine noise cannot fake.
+
+    python benchmarks/grade_latency.py [--runs 7] [--labs lab01,lab02] [--baseline PY]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,9 +54,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--labs", default=",".join(lab.id for lab in catalogue()))
+    parser.add_argument("--baseline", default=None,
+                        help="an interpreter whose labkit is the kit to compare against")
     args = parser.parse_args()
     labs = [lab for lab in catalogue() if lab.id in args.labs.split(",")]
     labkit = shutil.which("labkit") or sys.exit("labkit is not installed (pip install .)")
+    if args.baseline:
+        compare(args.baseline, labs, args.runs)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "test_floor.py").write_text(FLOOR_TEST)
@@ -105,6 +116,71 @@ def start_daemons(labkit: str, labs: list, root: Path, timeout: float = 120.0) -
         if time.monotonic() > deadline:
             sys.exit("the grading daemons did not start (see LABKIT_RUNTIME_DIR's logs)")
         time.sleep(0.1)
+
+
+# --- before and after (--baseline) -----------------------------------------------------------
+
+
+def compare(baseline: str, labs: list, runs: int) -> None:
+    """Cold and warm medians of each lab's solution, this kit against `baseline`'s.
+
+    Both kits run as `PYTHON -m labkit`, each with daemons of its own (a runtime folder
+    each); runs alternate kit by kit within each lab."""
+    kits = {"before": baseline, "after": sys.executable}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for lab in labs:
+            shutil.copytree(REPO / "solutions" / lab.id, root / lab.id)
+        envs = {}
+        for kit in kits:
+            (root / f"run-{kit}").mkdir(mode=0o700)
+            envs[kit] = {"LABKIT_DAEMON": "1", "LABKIT_RUNTIME_DIR": str(root / f"run-{kit}")}
+        times: dict[tuple[str, str, str], list[float]] = {}
+        try:
+            for kit, python in kits.items():  # start each kit's daemons, wait for them
+                for lab in labs:
+                    wall([python, "-m", "labkit", "grade", lab.id], root, envs[kit])
+                _wait_for_sockets(root / f"run-{kit}", len(labs))
+            for _ in range(runs):
+                for lab in labs:
+                    for kit, python in kits.items():
+                        command = [python, "-m", "labkit", "grade", lab.id]
+                        for mode, env in (("warm", envs[kit]), ("cold", {"LABKIT_DAEMON": "0"})):
+                            times.setdefault((lab.id, mode, kit), []).append(
+                                wall(command, root, env))
+        finally:
+            _stop_daemons_under(root)
+    print(f"before: {baseline}; after: {sys.executable} (medians of {runs} runs, seconds)")
+    for lab in labs:
+        for mode in ("cold", "warm"):
+            before, after = (statistics.median(times[lab.id, mode, kit]) for kit in kits)
+            print(f"{lab.id} {mode}: before {before:.3f}, after {after:.3f} "
+                  f"({(after / before - 1) * 100:+.0f} %)")
+
+
+def _wait_for_sockets(folder: Path, count: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list(folder.glob("*.sock"))) < count:
+        if time.monotonic() > deadline:
+            sys.exit(f"the grading daemons did not start (see the logs in {folder})")
+        time.sleep(0.2)
+
+
+def _stop_daemons_under(root: Path) -> None:
+    """SIGTERM every process whose command line names a path under `root` (the daemons,
+    whose socket lives there), whichever kit started them."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.startswith(str(root).encode()) for arg in argv):
+            try:
+                os.kill(int(proc.name), signal.SIGTERM)
+            except OSError:
+                pass
 
 
 # --- the cost of isolation (sandbox issue) --------------------------------------------------
