@@ -16,7 +16,7 @@ from batchkit import LAB02, made_up, made_up_gradebook
 
 from labkit import __version__
 from labkit.classroom import report
-from labkit.classroom.gradebook import Gradebook, GradebookError
+from labkit.classroom.gradebook import SCHEMA_VERSION, Gradebook, GradebookError
 from labkit.course.catalogue import lab_checks
 
 CHECKS = [c.id for c in lab_checks(LAB02).checks]
@@ -84,9 +84,9 @@ def test_html_is_self_contained_and_escapes_student_text(tmp_path):
 def test_gradebook_schema_is_versioned(tmp_path):
     path = tmp_path / "gradebook.sqlite"
     with Gradebook(path) as book:
-        assert book.version() == 1
+        assert book.version() == SCHEMA_VERSION
     with Gradebook(path) as book:  # reopening applies nothing twice
-        assert book.version() == 1
+        assert book.version() == SCHEMA_VERSION
     db = sqlite3.connect(path)
     db.execute("INSERT INTO schema_version VALUES (99, 'future')")
     db.commit()

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
+if TYPE_CHECKING:
+    from labkit.classroom.batch import BatchSummary
+
 OUT_OPTION = click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("labkit-out"),
     show_default=True, help="Output folder: the gradebook, exports and logs go here.",
 )
+MAX_LISTED = 50  # items of a list the batch summary prints; the report has them all
 COURSE_ID_OPTION = click.option(
     "--course-id", default="labkit", show_default=True, help="The nbgrader course id.",
 )
@@ -41,9 +46,18 @@ def _chosen_isolation() -> str:
 @LANG_OPTION
 @click.option("--nbgrader-db", default=None, metavar="PATH",
               help="Also write the grades into this nbgrader gradebook (see `labkit nbgrader`).")
+@click.option("--layout", type=click.Choice(["auto", "canvas", "moodle", "gradescope", "folders"]),
+              default="auto", show_default=True,
+              help="How SUBMISSIONS is laid out: an LMS's download, or a folder or .zip per "
+              "student (auto: told by the names).")
+@click.option("--roster", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The class list exported from the LMS (CSV): names the "
+              "students and lists those who sent nothing.")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
-          regrade: bool, lang: str, nbgrader_db: str | None) -> None:
-    """Grade a class: each folder or .zip in SUBMISSIONS is one student's workspace.
+          regrade: bool, lang: str, nbgrader_db: str | None, layout: str,
+          roster: Path | None) -> None:
+    """Grade a class: SUBMISSIONS is an LMS's download (Canvas, Moodle, Gradescope) or
+    a folder holding one folder or .zip per student.
 
     Results go to OUT/gradebook.sqlite as each submission finishes; running the same
     command again grades only new and changed submissions.
@@ -61,19 +75,36 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     show = progress.for_terminal()
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
-                                      regrade=regrade, lang=lang, on_event=show)
+                                      regrade=regrade, lang=lang, on_event=show,
+                                      layout=layout, roster=roster)
     finally:
         show.close()
-    if summary.ignored:
-        shown = ", ".join(summary.ignored[:5]) + (" ..." if len(summary.ignored) > 5 else "")
-        click.echo(f"ignored {len(summary.ignored)} entries that are neither a folder nor a "
-                   f".zip: {shown}", err=True)
-    click.echo(f"{summary.total} submissions: {summary.graded} graded, {summary.skipped} "
-               f"unchanged (skipped), {summary.errors} could not be graded; "
+    for line in _batch_notes(summary):
+        click.echo(line, err=True)
+    click.echo(f"{summary.layout} layout, {summary.total} submissions: {summary.graded} "
+               f"graded, {summary.skipped} unchanged (skipped), {summary.errors} could not be "
+               f"graded, {len(summary.ignored)} ignored, {len(summary.missing)} missing; "
                f"{summary.duration_s:.1f} s -> {summary.gradebook}")
     click.echo(report.text(report.from_gradebook(summary.gradebook, lab.id, strict=False)))
     if nbgrader_db:
         push_to_nbgrader(summary.gradebook, nbgrader_db, (lab.id,), "labkit")
+
+
+def _batch_notes(summary: BatchSummary) -> list[str]:
+    """What of the download was not graded as a student's entry, each with its reason
+    (names are already escaped: `textsafe.shown`)."""
+    lines = []
+    if summary.ignored:
+        lines.append(f"ignored {len(summary.ignored)} items of the {summary.layout} download:")
+        lines += [f"  {item.name}: {item.reason}" for item in summary.ignored[:MAX_LISTED]]
+    if summary.unlisted:
+        lines.append(f"{len(summary.unlisted)} submissions match nobody on the roster "
+                     "(graded under their own names):")
+        lines += [f"  {name}" for name in summary.unlisted[:MAX_LISTED]]
+    if summary.missing:
+        lines.append(f"{len(summary.missing)} students on the roster sent nothing: "
+                     + ", ".join(summary.missing[:MAX_LISTED]))
+    return [line if len(line) < 400 else line[:399] + "…" for line in lines]
 
 
 @click.command()
