@@ -3,6 +3,7 @@ left out and why, and a class graded from each download under the LMS's own ids.
 
 from __future__ import annotations
 
+import csv
 import json
 import sqlite3
 import zipfile
@@ -10,7 +11,7 @@ import zipfile
 import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, zipped
 
-from labkit.classroom import batch, layouts, roster, submissions
+from labkit.classroom import batch, layouts, lms, roster, submissions
 from labkit.classroom.gradebook import MIGRATIONS, Gradebook
 
 # --- the downloads, as each LMS names them ------------------------------------------------
@@ -281,6 +282,16 @@ def test_a_canvas_class_is_graded_under_canvas_ids_with_a_roster(canvas_graded):
                                ).fetchone()[0] == 1
 
 
+def test_canvas_download_to_canvas_import_in_two_commands(canvas_graded, tmp_path):
+    root, expected, summary = canvas_graded
+    made = lms.export(summary.out, "canvas", dest=tmp_path / "import.csv",
+                      template=root / "roster.csv", assignment="Lab 02")
+    rows = {r[1]: r[5] for r in csv.reader(made.dest.read_text().splitlines())}
+    assert rows["101"] == rows["103"] == "14" and rows["104"] == rows["105"] == ""
+    assert rows["102"] not in ("", "14", "0")  # the mutant loses one check
+    assert made.unmatched == ()
+
+
 def test_a_rerun_with_a_roster_moves_gradings_to_the_lms_ids_without_regrading(tmp_path):
     root = tmp_path / "class"
     for name, source in (("asmith", SOLUTION), ("bjones", STUB)):
@@ -308,5 +319,13 @@ def test_moodle_and_gradescope_classes_are_graded(tmp_path):
     for result, wanted in ((summary, expected), (gs, gs_expected)):
         with Gradebook(result.gradebook) as book:
             assert {s.student: s.result["status"] for s in book.current("lab02")} == wanted
+    worksheet = tmp_path / "worksheet.csv"
+    worksheet.write_text("Identifier,Full name,Email address,Status,Grade,Maximum Grade\n"
+                         "Participant 201,Alice Smith,a@u.edu,Submitted,,14\n"
+                         "Participant 202,Bob Jones,b@u.edu,Submitted,,14\n"
+                         "Participant 203,Carol Lee,c@u.edu,Submitted,,14\n")
+    made = lms.export(summary.out, "moodle", template=worksheet)
+    grades = [r[4] for r in csv.reader(made.dest.read_text().splitlines())][1:]
+    assert grades == ["14", "14", ""]
     assert zipfile.is_zipfile(tmp_path / "moodle" / "Bob Jones_202_assignsubmission_file_"
                               / "lab02.zip")

@@ -109,17 +109,40 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
 
 @click.command()
 @click.argument("out", metavar="OUT", type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "gradescope"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["csv", "jsonl", "gradescope", "canvas", "moodle"]),
               required=True, help="csv: a row per student; jsonl: the result documents; "
-              "gradescope: OUTPUT/<student>/results.json.")
+              "gradescope: OUTPUT/<student>/results.json; canvas: Canvas's gradebook import; "
+              "moodle: Moodle's grading worksheet.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="Where to write (default: OUT/grades.csv, OUT/results.jsonl, OUT/gradescope).")
+              help="Where to write (default: OUT/grades.csv, OUT/results.jsonl, OUT/gradescope, "
+              "OUT/canvas-grades.csv, OUT/moodle-grades.csv).")
 @click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
-def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None:
-    """Export OUT's gradebook (a `labkit batch` output folder) as CSV, JSONL or Gradescope."""
-    from labkit.classroom import exports
+@click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="canvas/moodle: the CSV downloaded from the LMS (Canvas's "
+              "gradebook export, Moodle's grading worksheet), filled in.")
+@click.option("--assignment", default=None, metavar="NAME",
+              help="canvas: the assignment column, e.g. 'Lab 02 (12345)' (default: the lab).")
+def export(out: Path, fmt: str, output: Path | None, lab_id: str | None,
+           template: Path | None, assignment: str | None) -> None:
+    """Export OUT's gradebook (a `labkit batch` output folder) as CSV, JSONL, Gradescope
+    results, or an LMS's own import file."""
+    from labkit.classroom import exports, lms
     from labkit.interop import gradescope
 
+    with exports.open_gradebook(out) as book:
+        warning = exports.unfinished(book, exports.pick_lab(book, lab_id))
+    if warning:
+        click.echo(warning, err=True)
+    if fmt in lms.FORMATS:
+        made = lms.export(out, fmt, output, lab_id, template, assignment)
+        click.echo(f"wrote {made.dest} ({made.students} students)")
+        if made.unmatched:
+            click.echo(f"{len(made.unmatched)} graded students have no row in the template: "
+                       + ", ".join(made.unmatched[:MAX_LISTED]), err=True)
+        return
+    if template is not None or assignment is not None:
+        die("--template and --assignment are for --format canvas or moodle")
     if fmt == "gradescope":
         dest, count = gradescope.export(out, output, lab_id)
     else:
