@@ -438,6 +438,16 @@ class Gradebook:
             (lab,),
         )
 
+    def failures(self, lab: str) -> Iterator[tuple[str, str, str, str]]:
+        """(student, check id, status, message) of every check a current grading did not
+        pass, by check then student."""
+        yield from self.db.execute(
+            "SELECT s.student_id, c.check_id, c.status, c.message"
+            " FROM check_results c JOIN latest_submissions s ON s.id = c.submission_id"
+            " WHERE s.lab = ? AND c.status != 'pass' ORDER BY c.check_id, s.student_id",
+            (lab,),
+        )
+
     def checks(self, lab: str) -> list[tuple[str, str, float]]:
         """The lab's checks as graded: (id, title, max_points), in grader order."""
         rows = self.db.execute(
