@@ -166,7 +166,7 @@ def grade_many(
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
         run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
-                                __version__)
+                                __version__, found.layout)
         emit(BatchEvent("start", 0, len(entries)))
         done = 0
 

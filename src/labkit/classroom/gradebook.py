@@ -22,7 +22,8 @@ gradebook applies the missing ones in order (`MIGRATIONS`). Version 1:
 Version 2 (issue 18: LMS downloads and rosters): `students` gains `name`, `email` and
 `section` (from the LMS or the roster; the id is the LMS's, the entry's name stays in
 `submissions.source`); `submissions` gains `late` (the LMS marked it late) and `missing`
-(a roster student with no entry: status `error`, kind `none`, nothing graded), and its
+(a roster student with no entry: status `error`, kind `none`, nothing graded), `runs`
+gains `layout` (how the download was read, so `labkit similarity` reads it again), and its
 `kind` may also be `files` (loose files of one student, as Canvas delivers them). SQLite
 cannot change a CHECK constraint, so `submissions` is rebuilt with its rows kept, as
 SQLite's documentation describes (foreign keys off while it runs).
@@ -144,6 +145,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE students ADD COLUMN name TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE students ADD COLUMN email TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE students ADD COLUMN section TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN layout TEXT NOT NULL DEFAULT ''",
     ),
 }
 
@@ -189,6 +191,8 @@ class RunInfo:
     lab: str
     started_at: str
     finished_at: str | None
+    source: str  # the submissions folder
+    layout: str  # how it was read ("" before schema 2)
 
 
 @dataclass(frozen=True)
@@ -305,11 +309,11 @@ class Gradebook:
     # --- writing ------------------------------------------------------------------------
 
     def begin_run(self, lab: str, source: str, jobs: int, call_timeout: float,
-                  labkit_version: str) -> int:
+                  labkit_version: str, layout: str = "") -> int:
         cursor = self.db.execute(
-            "INSERT INTO runs (lab, source, jobs, call_timeout, labkit_version, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (lab, source, jobs, call_timeout, labkit_version, now()),
+            "INSERT INTO runs (lab, source, jobs, call_timeout, labkit_version, started_at,"
+            " layout) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (lab, source, jobs, call_timeout, labkit_version, now(), layout),
         )
         return _rowid(cursor)
 
@@ -405,7 +409,7 @@ class Gradebook:
     def last_run(self, lab: str) -> RunInfo | None:
         """The latest batch run of `lab` (its `finished_at` is None if it was cut short)."""
         row = self.db.execute(
-            "SELECT id, lab, started_at, finished_at FROM runs WHERE lab = ?"
+            "SELECT id, lab, started_at, finished_at, source, layout FROM runs WHERE lab = ?"
             " ORDER BY id DESC LIMIT 1", (lab,),
         ).fetchone()
         return RunInfo(*row) if row else None

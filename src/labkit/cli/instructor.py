@@ -53,9 +53,11 @@ def _chosen_isolation() -> str:
 @click.option("--roster", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="The class list exported from the LMS (CSV): names the "
               "students and lists those who sent nothing.")
+@click.option("--similarity", "compare", is_flag=True,
+              help="Then compare every pair of submissions (see `labkit similarity`).")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
           regrade: bool, lang: str, nbgrader_db: str | None, layout: str,
-          roster: Path | None) -> None:
+          roster: Path | None, compare: bool) -> None:
     """Grade a class: SUBMISSIONS is an LMS's download (Canvas, Moodle, Gradescope) or
     a folder holding one folder or .zip per student.
 
@@ -88,6 +90,8 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     click.echo(report.text(report.from_gradebook(summary.gradebook, lab.id, strict=False)))
     if nbgrader_db:
         push_to_nbgrader(summary.gradebook, nbgrader_db, (lab.id,), "labkit")
+    if compare:
+        _similarity(summary.out, lab.id, None, submissions, summary.layout, lang)
 
 
 def _batch_notes(summary: BatchSummary) -> list[str]:
@@ -166,6 +170,39 @@ def report_command(out: Path, html_file: Path | None, lab_id: str | None) -> Non
         click.echo(f"wrote {html_file}")
 
 
+@click.command("similarity")
+@click.argument("out", metavar="OUT", type=click.Path(exists=True, path_type=Path))
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Pairs at least this similar are flagged and shown side by side "
+              "(0-1; default 0.5).")
+@click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
+@click.option("--submissions", "submissions_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The download to read (default: the one the last batch graded).")
+@LANG_OPTION
+def similarity_command(out: Path, threshold: float | None, lab_id: str | None,
+                       submissions_dir: Path | None, lang: str) -> None:
+    """Who may have copied: every pair of OUT's submissions compared (copydetect), the
+    stub's code discounted; writes OUT/similarity.txt and OUT/similarity.html."""
+    _similarity(out, lab_id, threshold, submissions_dir, None, lang)
+
+
+def _similarity(out: Path, lab_id: str | None, threshold: float | None,
+                submissions_dir: Path | None, layout: str | None, lang: str) -> None:
+    from labkit.classroom import similarity
+
+    try:
+        import copydetect  # noqa: F401 - an optional dependency
+    except ImportError:
+        die("similarity needs copydetect: pip install 'labkit[similarity]'")
+    made = similarity.from_out(out, lab_id, threshold or similarity.DEFAULT_THRESHOLD,
+                               submissions_dir, layout, lang)
+    folder = out if out.is_dir() else out.parent
+    text_file, page = similarity.write(made, folder)
+    click.echo(similarity.text(made))
+    click.echo(f"wrote {text_file} and {page}")
+
+
 @click.group("nbgrader")
 def nbgrader_group() -> None:
     """Use labkit with nbgrader: export the labs as a course, push grades into its gradebook."""
@@ -221,4 +258,4 @@ def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
     click.echo(f"{len(pushed.rows)} grade(s) written to nbgrader's gradebook {db}")
 
 
-COMMANDS = (batch, export, report_command, nbgrader_group)
+COMMANDS = (batch, export, report_command, similarity_command, nbgrader_group)
