@@ -49,7 +49,8 @@ class Pair:
     b: str
     score: float  # the larger of the two shares
     shares: tuple[float, float]
-    slices: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]  # matched spans
+    # the matched spans in each text (kept only for flagged pairs: the page shows those)
+    slices: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,9 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
             overlap, shares, spans = compare_files(prints[a], prints[b])
             if overlap <= 0:
                 continue
-            pairs.append(Pair(a, b, float(max(shares)), (float(shares[0]), float(shares[1])),
-                              (_spans(spans[0]), _spans(spans[1]))))
+            score = float(max(shares))
+            kept = (_spans(spans[0]), _spans(spans[1])) if score >= threshold else ((), ())
+            pairs.append(Pair(a, b, score, (float(shares[0]), float(shares[1])), kept))
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
     return SimilarityReport(lab.id, threshold, {s: texts[s] for s in students}, tuple(pairs),
                             tuple(skipped), partial)
