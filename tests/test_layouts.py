@@ -329,3 +329,31 @@ def test_moodle_and_gradescope_classes_are_graded(tmp_path):
     assert grades == ["14", "14", ""]
     assert zipfile.is_zipfile(tmp_path / "moodle" / "Bob Jones_202_assignsubmission_file_"
                               / "lab02.zip")
+
+
+def test_cli_batch_lists_what_it_left_out_and_stops_on_the_wrong_layout(tmp_path):
+    from click.testing import CliRunner
+
+    from labkit.cli import main
+
+    canvas_class(tmp_path / "download")
+    (tmp_path / "roster.csv").write_text(CANVAS_ROSTER)
+    wrong = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "download"), "--out",
+                                      str(tmp_path / "out"), "--layout", "gradescope"])
+    assert wrong.exit_code == 2 and "submission_metadata.yml" in wrong.output
+    wrong = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "download"), "--out",
+                                      str(tmp_path / "out"), "--layout", "folders"])
+    assert wrong.exit_code == 2
+    assert "could not be placed as a folders download" in wrong.output
+    done = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "download"), "--out",
+                                     str(tmp_path / "out"), "--jobs", "2", "--roster",
+                                     str(tmp_path / "roster.csv")])
+    assert done.exit_code == 0, done.output
+    assert "ignored 1 items of the canvas download:" in done.output
+    assert "  grades_readme.txt: not a file named as Canvas names submissions" in done.output
+    assert "1 students on the roster sent nothing: 105" in done.output
+    assert ("canvas layout, 4 submissions: 3 graded, 0 unchanged (skipped), 1 could not be "
+            "graded, 1 ignored, 1 missing") in done.output
+    assert "could not be graded (1):\n  104 (Kim, Dan):" in done.output
+    assert "missing (no submission) (1):\n  105 (Diaz, Eva)" in done.output
+    assert "late (1):\n  102 (Jones, Bob)" in done.output
