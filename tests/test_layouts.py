@@ -357,3 +357,23 @@ def test_cli_batch_lists_what_it_left_out_and_stops_on_the_wrong_layout(tmp_path
     assert "could not be graded (1):\n  104 (Kim, Dan):" in done.output
     assert "missing (no submission) (1):\n  105 (Diaz, Eva)" in done.output
     assert "late (1):\n  102 (Jones, Bob)" in done.output
+
+
+def test_a_gradings_id_moves_only_when_no_entry_of_the_run_holds_it(tmp_path):
+    from batchkit import made_up
+
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(run_id=None, student="302", source="submission_9002", kind="folder",
+                    digest="d", grader_key="k", result=made_up({}))
+        book.record(run_id=None, student="asmith", source="asmith", kind="folder",
+                    digest="d", grader_key="k", result=made_up({}))
+        group = submissions.Entry("carol@uni.edu", tmp_path, "submission_9002", "folder")
+        # Bob is graded in this run too: Carol's entry is new, not Bob's renamed
+        assert batch._previous(book, "lab02", group, "d", "k", {"302", "carol@uni.edu"}) is None
+        assert book.previous("lab02", "302") is not None
+        renamed = submissions.Entry("101", tmp_path, "asmith", "folder")
+        assert batch._previous(book, "lab02", renamed, "d", "k", {"101"}).digest == "d"
+        assert book.previous("lab02", "asmith") is None  # moved to the roster's id
+        changed = submissions.Entry("102", tmp_path, "asmith", "folder")  # other files now
+        assert batch._previous(book, "lab02", changed, "other", "k", {"102"}) is None
+        assert book.previous("lab02", "101") is not None  # not moved: it is graded anew

@@ -158,6 +158,7 @@ def grade_many(
     if roster is not None:
         placed = rosters.place(entries, rosters.read(roster))
         entries, unlisted, missing = placed.entries, placed.unlisted, placed.missing
+    ids = {entry.student for entry in entries}
     key = grader_key(lab, lang)
     max_score = lab_checks(lab).max_score
     counts = {"graded": 0, "skipped": 0, "errors": 0}
@@ -195,7 +196,7 @@ def grade_many(
                         break
                     task = _read(lab, entry, lang, max_unpacked, next(serials))
                     book.set_person(entry.student, entry.person, entry.email, entry.section)
-                    previous = _previous(book, lab.id, entry, task.digest, key)
+                    previous = _previous(book, lab.id, entry, task.digest, key, ids)
                     if (not regrade and previous is not None and not previous.retry
                             and previous.digest == task.digest and previous.grader_key == key):
                         done += 1
@@ -241,16 +242,18 @@ def grade_many(
                         tuple(unlisted), tuple(p.id for p in missing))
 
 
-def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str,
-              key: str) -> Previous | None:
+def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,
+              ids: set[str]) -> Previous | None:
     """The entry's last grading. One filed under another id (the entry's name, before a
-    roster named it) with the same files and setup moves to the new id: no regrading."""
+    roster named it) with the same files and setup moves to the new id: no regrading.
+    An id this run still grades keeps its own (a group's folder is each member's)."""
     previous = book.previous(lab, entry.student)
     if previous is None and entry.source:
         moved = book.previous_of_source(lab, entry.source)
         if moved is not None:
             old, previous = moved
-            if previous.digest == digest and previous.grader_key == key and not previous.retry:
+            if (old not in ids and previous.digest == digest and previous.grader_key == key
+                    and not previous.retry):
                 book.reassign(lab, old, entry.student)
             else:
                 previous = None
