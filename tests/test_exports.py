@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -38,15 +40,42 @@ def test_csv_has_a_row_per_student_and_a_column_per_check(out):
     assert dest == out / "grades.csv" and count == 5
     with open(dest, newline="") as handle:
         table = list(csv.reader(handle))
-    assert table[0] == ["student", "status", *CHECKS, "total", "max_score"]
+    assert table[0] == ["student", "status", *CHECKS, "total", "max_score", "message"]
     by_student = {row[0]: dict(zip(table[0], row, strict=True)) for row in table[1:]}
     assert list(by_student) == ["ana", "ben", "cruz", "dora", "eli"]
     assert by_student["ana"]["total"] == "14" and by_student["ana"]["max_score"] == "14"
     ben = by_student["ben"]  # the current grading, not his older one
     assert ben["status"] == "fail" and ben[CHECKS[1]] == "0" and ben[CHECKS[4]] == "0"
     assert float(ben["total"]) == sum(float(ben[c]) for c in CHECKS) == 10
-    assert by_student["eli"]["status"] == "error"
-    assert all(by_student["eli"][c] == "0" for c in CHECKS)
+    eli = by_student["eli"]  # could not be graded: nothing measured, which is not 0
+    assert eli["status"] == "error" and eli["total"] == "" and eli["max_score"] == "14"
+    assert all(eli[c] == "" for c in CHECKS) and "not a readable zip" in eli["message"]
+    assert by_student["ana"]["message"] == ""
+
+
+def test_exports_are_as_readable_as_any_file_the_user_writes(out):
+    old = os.umask(0o022)
+    try:
+        dest, _ = exports.export(out, "csv")
+        assert stat.S_IMODE(dest.stat().st_mode) == 0o644
+        os.umask(0o077)
+        dest, _ = exports.export(out, "jsonl")
+        assert stat.S_IMODE(dest.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_csv_cells_from_submissions_cannot_be_formulas(tmp_path):
+    from labkit.classroom.gradebook import Gradebook
+
+    with Gradebook(tmp_path / "gradebook.sqlite") as book:
+        book.record(run_id=None, student="=HYPERLINK(1)", source="x", kind="folder",
+                    digest="d", grader_key="k", result=made_up({}, message="@SUM(A1)\x1b[2J"))
+    dest, _ = exports.export(tmp_path, "csv")
+    with open(dest, newline="") as handle:
+        (_, row) = list(csv.reader(handle))
+    assert row[0] == "'=HYPERLINK(1)" and row[-1].startswith("'@SUM(A1)")
+    assert "\x1b" not in row[-1]
 
 
 def test_jsonl_lines_carry_valid_result_documents(out):

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from labkit import __version__, fileset, i18n
-from labkit.classroom import submissions
-from labkit.classroom.gradebook import FILE_NAME, Gradebook
+from labkit.classroom import layouts, submissions
+from labkit.classroom import roster as rosters
+from labkit.classroom.gradebook import FILE_NAME, Gradebook, Previous
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
@@ -75,9 +76,12 @@ class BatchSummary:
     graded: int
     skipped: int
     errors: int
-    ignored: tuple[str, ...]
+    ignored: tuple[layouts.Ignored, ...]
     duration_s: float
     run_id: int
+    layout: str = "folders"
+    unlisted: tuple[str, ...] = ()  # entries the roster does not name (graded all the same)
+    missing: tuple[str, ...] = ()  # roster ids with no entry
 
 
 Sink = Callable[[str, LabResult], None]
@@ -120,11 +124,15 @@ def grade_many(
     on_event: Callable[[BatchEvent], None] | None = None,
     sinks: Sequence[Sink] = (),
     max_unpacked: int = submissions.MAX_UNPACKED_BYTES,
+    layout: str = "auto",
+    roster: Path | None = None,
 ) -> BatchSummary:
     """Grade every entry of `submissions_dir` into the gradebook under `out`.
 
     `timeout` replaces the lab's per-call limit (s). `sinks` are called with
     (student, result) after each grading is recorded (e.g. another gradebook).
+    `layout` is how the download is laid out (`labkit.classroom.layouts`; "auto" tells
+    by its names); `roster` (an LMS's CSV) names the students and lists who sent nothing.
     """
     started = time.monotonic()
     submissions_dir, out = Path(submissions_dir), Path(out)
@@ -139,7 +147,18 @@ def grade_many(
         raise BatchError("--jobs must be at least 1")
     emit = on_event or (lambda _event: None)
     out.mkdir(parents=True, exist_ok=True)
-    entries, ignored = submissions.discover(submissions_dir)
+    found = layouts.discover(submissions_dir, lab, layout)
+    if found.mostly_ignored:
+        shown = ", ".join(f"{i.name} ({i.reason})" for i in found.ignored[:3])
+        raise BatchError(
+            f"{len(found.ignored)} of {len(found.ignored) + len(found.entries)} items of "
+            f"{submissions_dir} could not be placed as a {found.layout} download, e.g. "
+            f"{shown}; pass --layout {'|'.join(layouts.LAYOUTS)}")
+    entries, unlisted, missing = found.entries, [], []
+    if roster is not None:
+        placed = rosters.place(entries, rosters.read(roster))
+        entries, unlisted, missing = placed.entries, placed.unlisted, placed.missing
+    ids = {entry.student for entry in entries}
     key = grader_key(lab, lang)
     max_score = lab_checks(lab).max_score
     counts = {"graded": 0, "skipped": 0, "errors": 0}
@@ -148,7 +167,7 @@ def grade_many(
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
         run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
-                                __version__)
+                                __version__, found.layout)
         emit(BatchEvent("start", 0, len(entries)))
         done = 0
 
@@ -156,7 +175,7 @@ def grade_many(
             nonlocal done
             book.record(run_id=run_id, student=task.entry.student, source=task.entry.source,
                         kind=task.entry.kind, digest=task.digest, grader_key=key,
-                        result=result, retry=retry)
+                        result=result, retry=retry, late=task.entry.late)
             for sink in sinks:
                 sink(task.entry.student, result)
             done += 1
@@ -176,7 +195,8 @@ def grade_many(
                         exhausted = True
                         break
                     task = _read(lab, entry, lang, max_unpacked, next(serials))
-                    previous = book.previous(lab.id, entry.student)
+                    book.set_person(entry.student, entry.person, entry.email, entry.section)
+                    previous = _previous(book, lab.id, entry, task.digest, key, ids)
                     if (not regrade and previous is not None and not previous.retry
                             and previous.digest == task.digest and previous.grader_key == key):
                         done += 1
@@ -208,10 +228,36 @@ def grade_many(
         finally:
             pool.close()
             shutil.rmtree(scratch, ignore_errors=True)
+        for person in missing:
+            book.set_person(person.id, person.name, person.email, person.section)
+            if not book.is_missing(lab.id, person.id):
+                text = i18n.t("batch_missing", lang)
+                book.record(run_id=run_id, student=person.id, source="", kind="none",
+                            digest="", grader_key=key, missing=True,
+                            result=error_result(lab, text, lang, max_score=max_score))
         book.finish_run(run_id, counts["graded"], counts["skipped"], counts["errors"])
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
-                        counts["graded"], counts["skipped"], counts["errors"], tuple(ignored),
-                        time.monotonic() - started, run_id)
+                        counts["graded"], counts["skipped"], counts["errors"],
+                        tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
+                        tuple(unlisted), tuple(p.id for p in missing))
+
+
+def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,
+              ids: set[str]) -> Previous | None:
+    """The entry's last grading. One filed under another id (the entry's name, before a
+    roster named it) with the same files and setup moves to the new id: no regrading.
+    An id this run still grades keeps its own (a group's folder is each member's)."""
+    previous = book.previous(lab, entry.student)
+    if previous is None and entry.source:
+        moved = book.previous_of_source(lab, entry.source)
+        if moved is not None:
+            old, previous = moved
+            if (old not in ids and previous.digest == digest and previous.grader_key == key
+                    and not previous.retry):
+                book.reassign(lab, old, entry.student)
+            else:
+                previous = None
+    return previous
 
 
 # --- one submission ---------------------------------------------------------------------

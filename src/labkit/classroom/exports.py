@@ -1,9 +1,12 @@
 """Exports from the gradebook: CSV, JSON Lines and Gradescope `results.json` files.
 
 - CSV: one row per student (current grading): `student`, `status`, one column of points
-  per check (in grader order), `total`, `max_score`. A student id that a spreadsheet
-  would read as a formula (it starts with `=`, `+`, `-`, `@`, a tab or a CR) is written
-  behind a single quote, as OWASP advises against CSV injection.
+  per check (in grader order), `total`, `max_score`, `message`. A submission that could
+  not be graded (or a roster student with none) has empty check cells: nothing was
+  measured, which is not 0. A text cell that a spreadsheet would read as a formula (it
+  starts with `=`, `+`, `-`, `@`, a tab or a CR) is written behind a single quote, as
+  OWASP advises against CSV injection.
+- Canvas and Moodle gradebook imports: `labkit.classroom.lms`.
 - JSONL: one line per student, `{"student", "source", "graded_at", "result"}`, where
   `result` is the full `labkit.result/1` document.
 - Gradescope: `<dest>/<student>/results.json` in Gradescope's autograder format, so
@@ -22,6 +25,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from labkit import textsafe
 from labkit.classroom.gradebook import Gradebook, GradebookError, locate
 from labkit.course import catalogue as registry
 from labkit.errors import EnglishError
@@ -73,15 +77,29 @@ def csv_text(book: Gradebook, lab: str) -> str:
     checks = check_columns(book, lab)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["student", "status", *checks, "total", "max_score"])
+    writer.writerow(["student", "status", *checks, "total", "max_score", "message"])
     for stored in book.current(lab):
         result = stored.result
+        graded = result["status"] != "error"
         points = {c["id"]: c["points"] for c in result["checks"]}
         writer.writerow([
-            _cell(stored.student), result["status"], *(_num(points.get(c, 0)) for c in checks),
-            _num(result["score"]), _num(result["max_score"]),
+            cell(stored.student), result["status"],
+            *(_num(points.get(c, 0)) if graded else "" for c in checks),
+            _num(result["score"]) if graded else "", _num(result["max_score"]),
+            cell(textsafe.shown(result["message"])),
         ])
     return buffer.getvalue()
+
+
+def unfinished(book: Gradebook, lab: str) -> str:
+    """A warning when `lab`'s last batch run has not finished ("" when it has): what is
+    reported or exported then is not the whole class."""
+    run = book.last_run(lab)
+    if run is None or run.finished_at is not None:
+        return ""
+    return (f"warning: the last labkit batch of {lab} (run {run.id}, started {run.started_at}) "
+            "has not finished: it is still running or was stopped; these grades are "
+            "incomplete (run the batch again to complete them)")
 
 
 def jsonl_lines(book: Gradebook, lab: str) -> Iterator[str]:
@@ -111,6 +129,6 @@ def _num(value: float) -> str:
     return f"{float(value):g}"
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     """A cell of the student's text that no spreadsheet runs as a formula."""
     return "'" + text if text.startswith(_FORMULA_START) else text

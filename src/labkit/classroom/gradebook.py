@@ -18,6 +18,15 @@ gradebook applies the missing ones in order (`MIGRATIONS`). Version 1:
   (view `latest_submissions`).
 - `check_results`: one row per check of a submission, in grader order (`position`):
   `check_id`, `title`, `status`, `points`, `max_points`, `message`, `output`.
+
+Version 2 (issue 18: LMS downloads and rosters): `students` gains `name`, `email` and
+`section` (from the LMS or the roster; the id is the LMS's, the entry's name stays in
+`submissions.source`); `submissions` gains `late` (the LMS marked it late) and `missing`
+(a roster student with no entry: status `error`, kind `none`, nothing graded), `runs`
+gains `layout` (how the download was read, so `labkit similarity` reads it again), and its
+`kind` may also be `files` (loose files of one student, as Canvas delivers them). SQLite
+cannot change a CHECK constraint, so `submissions` is rebuilt with its rows kept, as
+SQLite's documentation describes (foreign keys off while it runs).
 """
 
 from __future__ import annotations
@@ -33,8 +42,12 @@ from typing import Any
 from labkit.errors import EnglishError
 from labkit.results import LabResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FILE_NAME = "gradebook.sqlite"  # inside a batch's output folder
+
+_V1_COLUMNS = ("id, student_id, lab, run_id, source, kind, digest, grader_key, status, score,"
+               " max_score, duration_s, graded_at, isolation, lang, labkit_version, message,"
+               " retry, document")
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -95,6 +108,45 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             WHERE s.id = (SELECT max(id) FROM submissions
                           WHERE lab = s.lab AND student_id = s.student_id)""",
     ),
+    2: (
+        "DROP VIEW latest_submissions",
+        """CREATE TABLE submissions_v2 (
+            id INTEGER PRIMARY KEY,
+            student_id TEXT NOT NULL REFERENCES students(id),
+            lab TEXT NOT NULL,
+            run_id INTEGER REFERENCES runs(id),
+            source TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('folder', 'zip', 'files', 'none')),
+            digest TEXT NOT NULL,
+            grader_key TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pass', 'fail', 'error')),
+            score REAL NOT NULL,
+            max_score REAL NOT NULL,
+            duration_s REAL NOT NULL,
+            graded_at TEXT NOT NULL,
+            isolation TEXT NOT NULL,
+            lang TEXT NOT NULL,
+            labkit_version TEXT NOT NULL,
+            message TEXT NOT NULL,
+            retry INTEGER NOT NULL DEFAULT 0,
+            document TEXT NOT NULL,
+            late INTEGER NOT NULL DEFAULT 0,
+            missing INTEGER NOT NULL DEFAULT 0
+        )""",
+        f"INSERT INTO submissions_v2 ({_V1_COLUMNS}) SELECT {_V1_COLUMNS} FROM submissions",
+        "DROP TABLE submissions",
+        "ALTER TABLE submissions_v2 RENAME TO submissions",
+        "CREATE INDEX submissions_by_student ON submissions (lab, student_id, id)",
+        "CREATE INDEX submissions_by_source ON submissions (lab, source, id)",
+        """CREATE VIEW latest_submissions AS
+            SELECT s.* FROM submissions s
+            WHERE s.id = (SELECT max(id) FROM submissions
+                          WHERE lab = s.lab AND student_id = s.student_id)""",
+        "ALTER TABLE students ADD COLUMN name TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE students ADD COLUMN email TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE students ADD COLUMN section TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE runs ADD COLUMN layout TEXT NOT NULL DEFAULT ''",
+    ),
 }
 
 
@@ -132,6 +184,18 @@ class Previous:
 
 
 @dataclass(frozen=True)
+class RunInfo:
+    """A `labkit batch` run, as reports and exports check it (an unfinished one warns)."""
+
+    id: int
+    lab: str
+    started_at: str
+    finished_at: str | None
+    source: str  # the submissions folder
+    layout: str  # how it was read ("" before schema 2)
+
+
+@dataclass(frozen=True)
 class Stored:
     """A student's current grading, as exports and reports read it."""
 
@@ -140,6 +204,11 @@ class Stored:
     kind: str
     graded_at: str
     result: dict[str, Any]  # the labkit.result/1 document
+    late: bool = False
+    missing: bool = False  # on the roster, no entry: nothing was graded
+    name: str = ""
+    email: str = ""
+    section: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +271,14 @@ class Gradebook:
         return self.db.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
 
     def _migrate(self) -> None:
+        # a table rebuild (version 2) must not cascade its DROP into check_results
+        self.db.execute("PRAGMA foreign_keys=OFF")
+        try:
+            self._apply_migrations()
+        finally:
+            self.db.execute("PRAGMA foreign_keys=ON")
+
+    def _apply_migrations(self) -> None:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             current = self.version()
@@ -219,6 +296,11 @@ class Gradebook:
                 for statement in MIGRATIONS[version]:
                     self.db.execute(statement)
                 self.db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, now()))
+            if current and current < SCHEMA_VERSION:
+                broken = self.db.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise GradebookError(f"{self.path}: the migration broke {len(broken)} "
+                                         "references; nothing was changed")
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -227,11 +309,11 @@ class Gradebook:
     # --- writing ------------------------------------------------------------------------
 
     def begin_run(self, lab: str, source: str, jobs: int, call_timeout: float,
-                  labkit_version: str) -> int:
+                  labkit_version: str, layout: str = "") -> int:
         cursor = self.db.execute(
-            "INSERT INTO runs (lab, source, jobs, call_timeout, labkit_version, started_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (lab, source, jobs, call_timeout, labkit_version, now()),
+            "INSERT INTO runs (lab, source, jobs, call_timeout, labkit_version, started_at,"
+            " layout) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (lab, source, jobs, call_timeout, labkit_version, now(), layout),
         )
         return _rowid(cursor)
 
@@ -242,21 +324,24 @@ class Gradebook:
         )
 
     def record(self, *, run_id: int | None, student: str, source: str, kind: str, digest: str,
-               grader_key: str, result: LabResult, retry: bool = False) -> int:
+               grader_key: str, result: LabResult, retry: bool = False, late: bool = False,
+               missing: bool = False) -> int:
         """Store one finished grading and its checks in one transaction."""
         stamp = now()
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            self.db.execute("INSERT OR IGNORE INTO students VALUES (?, ?)", (student, stamp))
+            self.db.execute("INSERT OR IGNORE INTO students (id, first_seen) VALUES (?, ?)",
+                            (student, stamp))
             cursor = self.db.execute(
                 "INSERT INTO submissions (student_id, lab, run_id, source, kind, digest,"
                 " grader_key, status, score, max_score, duration_s, graded_at, isolation, lang,"
-                " labkit_version, message, retry, document)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " labkit_version, message, retry, document, late, missing)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (student, result.lab, run_id, source, kind, digest, grader_key,
                  result.status.value, result.score, result.max_score, result.duration_s, stamp,
                  result.isolation, result.lang, result.labkit_version, result.message,
-                 int(retry), json.dumps(result.to_dict(), ensure_ascii=False)),
+                 int(retry), json.dumps(result.to_dict(), ensure_ascii=False), int(late),
+                 int(missing)),
             )
             submission = _rowid(cursor)
             self.db.executemany(
@@ -270,6 +355,31 @@ class Gradebook:
             raise
         return submission
 
+    def set_person(self, student: str, name: str, email: str, section: str) -> None:
+        """Who a student is, as the LMS or the roster says (only what is known replaces)."""
+        self.db.execute("INSERT OR IGNORE INTO students (id, first_seen) VALUES (?, ?)",
+                        (student, now()))
+        self.db.execute(
+            "UPDATE students SET name = coalesce(nullif(?, ''), name),"
+            " email = coalesce(nullif(?, ''), email),"
+            " section = coalesce(nullif(?, ''), section) WHERE id = ?",
+            (name, email, section, student),
+        )
+
+    def reassign(self, lab: str, old: str, new: str) -> None:
+        """Move a student's gradings of `lab` to a new id (a roster now names the entry):
+        what was graded stays graded, under the LMS's id."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("INSERT OR IGNORE INTO students (id, first_seen) VALUES (?, ?)",
+                            (new, now()))
+            self.db.execute("UPDATE submissions SET student_id = ? WHERE lab = ? AND"
+                            " student_id = ?", (new, lab, old))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
     # --- reading ------------------------------------------------------------------------
 
     def previous(self, lab: str, student: str) -> Previous | None:
@@ -279,6 +389,30 @@ class Gradebook:
             (lab, student),
         ).fetchone()
         return Previous(row[0], row[1], bool(row[2])) if row else None
+
+    def previous_of_source(self, lab: str, source: str) -> tuple[str, Previous] | None:
+        """(student id, last grading) of the entry named `source`, whoever it was filed as."""
+        row = self.db.execute(
+            "SELECT student_id, digest, grader_key, retry FROM latest_submissions"
+            " WHERE lab = ? AND source = ? AND missing = 0 ORDER BY id DESC LIMIT 1",
+            (lab, source),
+        ).fetchone()
+        return (row[0], Previous(row[1], row[2], bool(row[3]))) if row else None
+
+    def is_missing(self, lab: str, student: str) -> bool:
+        row = self.db.execute(
+            "SELECT missing FROM latest_submissions WHERE lab = ? AND student_id = ?",
+            (lab, student),
+        ).fetchone()
+        return bool(row and row[0])
+
+    def last_run(self, lab: str) -> RunInfo | None:
+        """The latest batch run of `lab` (its `finished_at` is None if it was cut short)."""
+        row = self.db.execute(
+            "SELECT id, lab, started_at, finished_at, source, layout FROM runs WHERE lab = ?"
+            " ORDER BY id DESC LIMIT 1", (lab,),
+        ).fetchone()
+        return RunInfo(*row) if row else None
 
     def labs(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT lab FROM submissions ORDER BY lab")]
@@ -291,18 +425,30 @@ class Gradebook:
     def current(self, lab: str) -> Iterator[Stored]:
         """Every student's current grading of `lab`, by student id (streamed)."""
         rows = self.db.execute(
-            "SELECT student_id, source, kind, graded_at, document FROM latest_submissions"
-            " WHERE lab = ? ORDER BY student_id",
+            "SELECT s.student_id, s.source, s.kind, s.graded_at, s.document, s.late, s.missing,"
+            " p.name, p.email, p.section FROM latest_submissions s"
+            " JOIN students p ON p.id = s.student_id WHERE s.lab = ? ORDER BY s.student_id",
             (lab,),
         )
-        for student, source, kind, graded_at, document in rows:
-            yield Stored(student, source, kind, graded_at, json.loads(document))
+        for student, source, kind, graded_at, document, late, missing, name, email, sec in rows:
+            yield Stored(student, source, kind, graded_at, json.loads(document), bool(late),
+                         bool(missing), name, email, sec)
 
     def scores(self, lab: str) -> Iterator[tuple[str, float, float]]:
         """(status, score, max_score) of every current grading, lowest score first."""
         yield from self.db.execute(
             "SELECT status, score, max_score FROM latest_submissions WHERE lab = ?"
             " ORDER BY score",
+            (lab,),
+        )
+
+    def failures(self, lab: str) -> Iterator[tuple[str, str, str, str]]:
+        """(student, check id, status, message) of every check a current grading did not
+        pass, by check then student."""
+        yield from self.db.execute(
+            "SELECT s.student_id, c.check_id, c.status, c.message"
+            " FROM check_results c JOIN latest_submissions s ON s.id = c.submission_id"
+            " WHERE s.lab = ? AND c.status != 'pass' ORDER BY c.check_id, s.student_id",
             (lab,),
         )
 

@@ -11,6 +11,7 @@ student gets an `error` and the batch goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -47,9 +48,14 @@ class Entry:
 
     student: str
     root: Path  # the submissions folder (one object shared by all entries)
-    name: str  # the entry's file or folder name
-    kind: str  # "folder" or "zip"
+    name: str  # the entry's file or folder name (for "files": the first of its files)
+    kind: str  # "folder", "zip" or "files" (loose files of one student, as Canvas gives)
     duplicate_of: str = ""  # set when the same student has another entry too
+    files: tuple[tuple[str, str], ...] = ()  # "files": (name in the lab, file name in root)
+    late: bool = False  # the LMS marked it late
+    person: str = ""  # the student's name, as the LMS or the roster gives it
+    email: str = ""
+    section: str = ""
 
     @property
     def path(self) -> Path:
@@ -104,6 +110,22 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
     return result, sorted(ignored)
 
 
+def one_per_student(entries: list[Entry]) -> list[Entry]:
+    """One entry per student id, sorted; two entries for one id are marked duplicates
+    (so that student gets an error naming both, never one of them silently)."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.student, []).append(entry)
+    result = []
+    for student in sorted(groups):
+        group = groups[student]
+        if len(group) > 1:
+            names = ", ".join(sorted(e.source for e in group))
+            group = [dataclasses.replace(group[0], duplicate_of=names)]
+        result.append(group[0])
+    return result
+
+
 def read(lab: LabSpec, entry: Entry, lang: str,
          max_unpacked: int = MAX_UNPACKED_BYTES) -> Collected:
     """The lab's files of one entry, or `SubmissionError` saying why there are none.
@@ -114,6 +136,17 @@ def read(lab: LabSpec, entry: Entry, lang: str,
         raise SubmissionError("batch_duplicate", names=entry.duplicate_of)
     if entry.kind == "zip":
         members = _unzip(lab, entry.path, max_unpacked)
+        return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
+    if entry.kind == "files":
+        if not entry.files:
+            raise SubmissionError("batch_no_lab_files", name=entry.name,
+                                  files=", ".join(lab.files))
+        names = dict(entry.files)
+        return _collect(entry, lambda: workspace.read_submission(
+            lab, lambda rel, limit: _read_loose(entry.root, names, rel, limit), lang))
+    inner = _single_zip(lab, entry.path)
+    if inner is not None:  # an LMS folder holding the zip the student uploaded
+        members = _unzip(lab, inner, max_unpacked)
         return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
     root = _find_root(lab, entry.path, entry)
     return _collect(entry, lambda: workspace.collect_submission(lab, root, lang))
@@ -126,6 +159,11 @@ def error_digest(entry: Entry) -> str:
         if entry.kind == "zip":
             with open(entry.path, "rb") as handle:
                 h.update(hashlib.file_digest(handle, "sha256").digest())
+        elif entry.kind == "files":
+            for rel, name in entry.files:
+                info = os.lstat(entry.root / name)
+                h.update(f"{rel}\0{name}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                         .encode("utf-8", "surrogateescape"))
         else:
             for path in sorted(_walk(entry.path, SEARCH_DEPTH + 1)):
                 info = os.lstat(path)
@@ -137,6 +175,32 @@ def error_digest(entry: Entry) -> str:
 
 
 # --- folders ------------------------------------------------------------------------------
+
+
+def _read_loose(root: Path, names: dict[str, str], rel: str, limit: int) -> bytes:
+    """A lab file of a "files" entry: `names` maps it to its file in `root`."""
+    if rel not in names:
+        raise FileNotFoundError(rel)
+    return workspace.read_plain_file(root, names[rel], limit)
+
+
+def _single_zip(lab: LabSpec, folder: Path) -> Path | None:
+    """The one `.zip` a folder holds at its top, when it holds none of the lab's files.
+
+    LMSs keep what a student uploaded as it was: a zip stays a zip, read like any other.
+    """
+    if any(os.path.lexists(folder / m) for m in (*lab.files, *_markers(lab))):
+        return None
+    try:
+        with os.scandir(folder) as found:
+            items = [i for i in found if not i.name.startswith(".") and i.name not in _IGNORED]
+    except OSError:
+        return None
+    zips = [i for i in items if i.name.lower().endswith(".zip")
+            and i.is_file(follow_symlinks=False)]
+    if len(zips) != 1 or any(i.is_dir(follow_symlinks=False) for i in items):
+        return None
+    return Path(zips[0].path)
 
 
 def _markers(lab: LabSpec) -> tuple[str, ...]:

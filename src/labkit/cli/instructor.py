@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
+if TYPE_CHECKING:
+    from labkit.classroom.batch import BatchSummary
+
 OUT_OPTION = click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("labkit-out"),
     show_default=True, help="Output folder: the gradebook, exports and logs go here.",
 )
+MAX_LISTED = 50  # items of a list the batch summary prints; the report has them all
 COURSE_ID_OPTION = click.option(
     "--course-id", default="labkit", show_default=True, help="The nbgrader course id.",
 )
@@ -41,9 +46,20 @@ def _chosen_isolation() -> str:
 @LANG_OPTION
 @click.option("--nbgrader-db", default=None, metavar="PATH",
               help="Also write the grades into this nbgrader gradebook (see `labkit nbgrader`).")
+@click.option("--layout", type=click.Choice(["auto", "canvas", "moodle", "gradescope", "folders"]),
+              default="auto", show_default=True,
+              help="How SUBMISSIONS is laid out: an LMS's download, or a folder or .zip per "
+              "student (auto: told by the names).")
+@click.option("--roster", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The class list exported from the LMS (CSV): names the "
+              "students and lists those who sent nothing.")
+@click.option("--similarity", "compare", is_flag=True,
+              help="Then compare every pair of submissions (see `labkit similarity`).")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
-          regrade: bool, lang: str, nbgrader_db: str | None) -> None:
-    """Grade a class: each folder or .zip in SUBMISSIONS is one student's workspace.
+          regrade: bool, lang: str, nbgrader_db: str | None, layout: str,
+          roster: Path | None, compare: bool) -> None:
+    """Grade a class: SUBMISSIONS is an LMS's download (Canvas, Moodle, Gradescope) or
+    a folder holding one folder or .zip per student.
 
     Results go to OUT/gradebook.sqlite as each submission finishes; running the same
     command again grades only new and changed submissions.
@@ -61,34 +77,76 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     show = progress.for_terminal()
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
-                                      regrade=regrade, lang=lang, on_event=show)
+                                      regrade=regrade, lang=lang, on_event=show,
+                                      layout=layout, roster=roster)
     finally:
         show.close()
-    if summary.ignored:
-        shown = ", ".join(summary.ignored[:5]) + (" ..." if len(summary.ignored) > 5 else "")
-        click.echo(f"ignored {len(summary.ignored)} entries that are neither a folder nor a "
-                   f".zip: {shown}", err=True)
-    click.echo(f"{summary.total} submissions: {summary.graded} graded, {summary.skipped} "
-               f"unchanged (skipped), {summary.errors} could not be graded; "
+    for line in _batch_notes(summary):
+        click.echo(line, err=True)
+    click.echo(f"{summary.layout} layout, {summary.total} submissions: {summary.graded} "
+               f"graded, {summary.skipped} unchanged (skipped), {summary.errors} could not be "
+               f"graded, {len(summary.ignored)} ignored, {len(summary.missing)} missing; "
                f"{summary.duration_s:.1f} s -> {summary.gradebook}")
     click.echo(report.text(report.from_gradebook(summary.gradebook, lab.id, strict=False)))
     if nbgrader_db:
         push_to_nbgrader(summary.gradebook, nbgrader_db, (lab.id,), "labkit")
+    if compare:
+        _similarity(summary.out, lab.id, None, submissions, summary.layout, lang)
+
+
+def _batch_notes(summary: BatchSummary) -> list[str]:
+    """What of the download was not graded as a student's entry, each with its reason
+    (names are already escaped: `textsafe.shown`)."""
+    lines = []
+    if summary.ignored:
+        lines.append(f"ignored {len(summary.ignored)} items of the {summary.layout} download:")
+        lines += [f"  {item.name}: {item.reason}" for item in summary.ignored[:MAX_LISTED]]
+    if summary.unlisted:
+        lines.append(f"{len(summary.unlisted)} submissions match nobody on the roster "
+                     "(graded under their own names):")
+        lines += [f"  {name}" for name in summary.unlisted[:MAX_LISTED]]
+    if summary.missing:
+        lines.append(f"{len(summary.missing)} students on the roster sent nothing: "
+                     + ", ".join(summary.missing[:MAX_LISTED]))
+    return [line if len(line) < 400 else line[:399] + "…" for line in lines]
 
 
 @click.command()
 @click.argument("out", metavar="OUT", type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "gradescope"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["csv", "jsonl", "gradescope", "canvas", "moodle"]),
               required=True, help="csv: a row per student; jsonl: the result documents; "
-              "gradescope: OUTPUT/<student>/results.json.")
+              "gradescope: OUTPUT/<student>/results.json; canvas: Canvas's gradebook import; "
+              "moodle: Moodle's grading worksheet.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="Where to write (default: OUT/grades.csv, OUT/results.jsonl, OUT/gradescope).")
+              help="Where to write (default: OUT/grades.csv, OUT/results.jsonl, OUT/gradescope, "
+              "OUT/canvas-grades.csv, OUT/moodle-grades.csv).")
 @click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
-def export(out: Path, fmt: str, output: Path | None, lab_id: str | None) -> None:
-    """Export OUT's gradebook (a `labkit batch` output folder) as CSV, JSONL or Gradescope."""
-    from labkit.classroom import exports
+@click.option("--template", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="canvas/moodle: the CSV downloaded from the LMS (Canvas's "
+              "gradebook export, Moodle's grading worksheet), filled in.")
+@click.option("--assignment", default=None, metavar="NAME",
+              help="canvas: the assignment column, e.g. 'Lab 02 (12345)' (default: the lab).")
+def export(out: Path, fmt: str, output: Path | None, lab_id: str | None,
+           template: Path | None, assignment: str | None) -> None:
+    """Export OUT's gradebook (a `labkit batch` output folder) as CSV, JSONL, Gradescope
+    results, or an LMS's own import file."""
+    from labkit.classroom import exports, lms
     from labkit.interop import gradescope
 
+    with exports.open_gradebook(out) as book:
+        warning = exports.unfinished(book, exports.pick_lab(book, lab_id))
+    if warning:
+        click.echo(warning, err=True)
+    if fmt in lms.FORMATS:
+        made = lms.export(out, fmt, output, lab_id, template, assignment)
+        click.echo(f"wrote {made.dest} ({made.students} students)")
+        if made.unmatched:
+            click.echo(f"{len(made.unmatched)} graded students have no row in the template: "
+                       + ", ".join(made.unmatched[:MAX_LISTED]), err=True)
+        return
+    if template is not None or assignment is not None:
+        die("--template and --assignment are for --format canvas or moodle")
     if fmt == "gradescope":
         dest, count = gradescope.export(out, output, lab_id)
     else:
@@ -110,6 +168,39 @@ def report_command(out: Path, html_file: Path | None, lab_id: str | None) -> Non
     if html_file is not None:
         report.write_html(summary, html_file)
         click.echo(f"wrote {html_file}")
+
+
+@click.command("similarity")
+@click.argument("out", metavar="OUT", type=click.Path(exists=True, path_type=Path))
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Pairs at least this similar are flagged and shown side by side "
+              "(0-1; default 0.5).")
+@click.option("--lab", "lab_id", default=None, help="The lab, if the gradebook holds several.")
+@click.option("--submissions", "submissions_dir", default=None,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The download to read (default: the one the last batch graded).")
+@LANG_OPTION
+def similarity_command(out: Path, threshold: float | None, lab_id: str | None,
+                       submissions_dir: Path | None, lang: str) -> None:
+    """Who may have copied: every pair of OUT's submissions compared (copydetect), the
+    stub's code discounted; writes OUT/similarity.txt and OUT/similarity.html."""
+    _similarity(out, lab_id, threshold, submissions_dir, None, lang)
+
+
+def _similarity(out: Path, lab_id: str | None, threshold: float | None,
+                submissions_dir: Path | None, layout: str | None, lang: str) -> None:
+    from labkit.classroom import similarity
+
+    try:
+        import copydetect  # noqa: F401 - an optional dependency
+    except ImportError:
+        die("similarity needs copydetect: pip install 'labkit[similarity]'")
+    made = similarity.from_out(out, lab_id, threshold or similarity.DEFAULT_THRESHOLD,
+                               submissions_dir, layout, lang)
+    folder = out if out.is_dir() else out.parent
+    text_file, page = similarity.write(made, folder)
+    click.echo(similarity.text(made))
+    click.echo(f"wrote {text_file} and {page}")
 
 
 @click.group("nbgrader")
@@ -167,4 +258,4 @@ def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
     click.echo(f"{len(pushed.rows)} grade(s) written to nbgrader's gradebook {db}")
 
 
-COMMANDS = (batch, export, report_command, nbgrader_group)
+COMMANDS = (batch, export, report_command, similarity_command, nbgrader_group)

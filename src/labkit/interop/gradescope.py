@@ -49,6 +49,13 @@ def document(result: LabResult) -> dict[str, Any]:
     }
 
 
+def folder_name(student: str) -> str:
+    """A file name for a student id: ids come from LMS files and rosters and may hold
+    `/` or be `..`: `%`, `/`, NUL and a leading dot are percent-quoted."""
+    name = student.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    return "%2E" + name[1:] if name.startswith(".") else name or "%00"
+
+
 def export(out: Path, dest: Path | None = None, lab: str | None = None) -> tuple[Path, int]:
     """Write every current grading under `out` as Gradescope files; (where, how many)."""
     with open_gradebook(out) as book:
@@ -57,6 +64,6 @@ def export(out: Path, dest: Path | None = None, lab: str | None = None) -> tuple
         count = book.count(lab_id)
         for stored in book.current(lab_id):
             data = document(LabResult.from_dict(stored.result))
-            write_atomic(dest / stored.student / "results.json",
+            write_atomic(dest / folder_name(stored.student) / "results.json",
                          json.dumps(data, ensure_ascii=False, indent=2))
     return dest, count

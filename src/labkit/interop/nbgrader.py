@@ -358,11 +358,39 @@ def push_results(db: str | Path, results: Iterable[tuple[str, LabResult]],
         # nbgrader's session handling warns under SQLAlchemy 2; the writes are sound
         warnings.simplefilter("ignore", SAWarning)
         try:
+            _create_if_new(db_url(db))
             with Gradebook(db_url(db), course_id) as gb:
                 rows = [_push_one(gb, student, result) for student, result in results]
         except (InvalidEntry, SQLAlchemyError) as exc:
             raise PushError(f"nbgrader gradebook {db}: {str(exc).splitlines()[0]}") from None
     return Pushed(tuple(rows))
+
+
+def _create_if_new(url: str) -> None:
+    """Create and stamp a new nbgrader gradebook as nbgrader does, without its `alembic`.
+
+    nbgrader stamps a new gradebook with the output of the `alembic heads` it finds on
+    PATH, which a virtualenv that is not activated lacks. The head is read here from
+    nbgrader's own migration scripts with alembic's Python API, in this interpreter.
+    """
+    from alembic.script import ScriptDirectory
+    from nbgrader.api import Base
+    from nbgrader.dbutil import ALEMBIC_DIR
+    from sqlalchemy import create_engine, inspect, text
+
+    engine = create_engine(url, future=True)
+    try:
+        if inspect(engine).get_table_names():
+            return
+        head = ScriptDirectory(ALEMBIC_DIR).get_current_head()
+        with engine.begin() as connection:
+            Base.metadata.create_all(bind=connection)
+            connection.execute(text("CREATE TABLE alembic_version"
+                                    " (version_num VARCHAR(32) NOT NULL)"))
+            connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"),
+                               {"v": head})
+    finally:
+        engine.dispose()
 
 
 def _push_one(gb, student: str, result: LabResult) -> tuple[str, str, float, float]:

@@ -1,0 +1,250 @@
+"""Who copied: every pair of a lab's submissions compared with copydetect (MOSS's winnowing).
+
+copydetect tokenises each submission (pygments) and replaces names with placeholders,
+so renamed variables do not hide a copy; it fingerprints k-grams of tokens and keeps a
+winnowed sample, so moving functions around does not either. The fingerprints of the
+lab's own stub (what every student starts from) are discounted. A pair's score is the
+larger of the two shares of each file's fingerprinted code that the other also holds.
+
+The submissions are untrusted files, read again from the batch's download with the
+same safety rules as grading (`labkit.classroom.submissions`: sizes checked before
+anything is read, zips checked before they are opened); each document is cut at
+`MAX_DOCUMENT_CHARS`, and the comparison stops at a deadline (the report then says it
+is partial). `text(...)` ranks the pairs; `html(...)` shows each flagged pair side by
+side with the matched regions marked, every byte of a submission escaped.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from labkit import textsafe
+from labkit.classroom import layouts, submissions
+from labkit.classroom.exports import ExportError, open_gradebook, pick_lab
+from labkit.course.catalogue import LabSpec, get_lab
+from labkit.fsutil import write_atomic
+
+DEFAULT_THRESHOLD = 0.5
+NOISE = 25  # copydetect's defaults: matches shorter than this many tokens are noise,
+GUARANTEE = 30  # ... and one this long or longer is always found
+MAX_DOCUMENT_CHARS = 256 * 1024
+DEADLINE_S = 600.0
+MAX_LISTED = 200  # pairs in the ranked list
+MAX_SHOWN = 50  # pairs shown side by side in the page
+TEXT_NAME, HTML_NAME = "similarity.txt", "similarity.html"
+
+
+class SimilarityError(ExportError):
+    """The comparison cannot be made (one line, for the CLI)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
+    score: float  # the larger of the two shares
+    shares: tuple[float, float]
+    # the matched spans in each text (kept only for flagged pairs: the page shows those)
+    slices: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
+
+
+@dataclass(frozen=True)
+class SimilarityReport:
+    lab: str
+    threshold: float
+    documents: dict[str, str]  # student -> the lab's files, as compared
+    pairs: tuple[Pair, ...]  # most similar first (only pairs sharing something)
+    skipped: tuple[tuple[str, str], ...]  # (student, why it could not be read)
+    partial: bool = False  # the deadline cut the comparison short
+
+    @property
+    def flagged(self) -> list[Pair]:
+        return [p for p in self.pairs if p.score >= self.threshold]
+
+
+def documents(lab: LabSpec, root: Path, layout: str = "auto",
+              ids: dict[str, str] | None = None, lang: str = "en"
+              ) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Each entry's lab files as one text (student -> text), and the ones unreadable.
+
+    `ids` maps an entry's name to the student id the gradebook filed it under (a roster
+    may have renamed it).
+    """
+    found = layouts.discover(root, lab, layout)
+    texts: dict[str, str] = {}
+    skipped: list[tuple[str, str]] = []
+    for entry in found.entries:
+        student = (ids or {}).get(entry.source, entry.student)
+        try:
+            files = submissions.read(lab, entry, lang).files
+        except submissions.SubmissionError as exc:
+            skipped.append((student, exc.text(lang)))
+            continue
+        parts = [data.decode("utf-8", errors="replace") for rel, data in sorted(files.items())
+                 if rel.endswith(".py")]
+        texts[student] = "\n".join(parts)[:MAX_DOCUMENT_CHARS]
+    return texts, skipped
+
+
+def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRESHOLD,
+            deadline_s: float = DEADLINE_S,
+            skipped: list[tuple[str, str]] | None = None) -> SimilarityReport:
+    """Every pair of `texts` compared, the lab's stub discounted, most similar first."""
+    from copydetect import CodeFingerprint, compare_files
+
+    if not 0 < threshold <= 1:
+        raise SimilarityError("--threshold must be in (0, 1]")
+    started = time.monotonic()
+    window = GUARANTEE - NOISE + 1
+    stub = "\n".join((lab.exercise_dir / rel).read_text() for rel in lab.files
+                     if rel.endswith(".py") and (lab.exercise_dir / rel).is_file())
+    boilerplate = _hashes(CodeFingerprint("stub.py", NOISE, window, fp=io.StringIO(stub)))
+    skipped = list(skipped or ())
+    prints = {}
+    partial = False
+    for student in sorted(texts):
+        if time.monotonic() - started > deadline_s:
+            partial = True
+            skipped.append((student, "not compared: the time limit was reached"))
+            continue
+        prints[student] = CodeFingerprint(f"{student}.py", NOISE, window,
+                                          boilerplate=boilerplate,
+                                          fp=io.StringIO(texts[student]))
+    students = sorted(prints)
+    pairs: list[Pair] = []
+    for i, a in enumerate(students):
+        if time.monotonic() - started > deadline_s:
+            partial = True
+            break
+        for b in students[i + 1:]:
+            overlap, shares, spans = compare_files(prints[a], prints[b])
+            if overlap <= 0:
+                continue
+            score = float(max(shares))
+            kept = (_spans(spans[0]), _spans(spans[1])) if score >= threshold else ((), ())
+            pairs.append(Pair(a, b, score, (float(shares[0]), float(shares[1])), kept))
+    pairs.sort(key=lambda p: (-p.score, p.a, p.b))
+    return SimilarityReport(lab.id, threshold, {s: texts[s] for s in students}, tuple(pairs),
+                            tuple(skipped), partial)
+
+
+def from_out(out: Path, lab: str | None = None, threshold: float = DEFAULT_THRESHOLD,
+             submissions_dir: Path | None = None, layout: str | None = None,
+             lang: str = "en") -> SimilarityReport:
+    """The comparison of the submissions a batch under `out` graded (its last run's
+    download, read as it was, or `submissions_dir`)."""
+    with open_gradebook(out) as book:
+        lab_id = pick_lab(book, lab)
+        run = book.last_run(lab_id)
+        ids = {s.source: s.student for s in book.current(lab_id) if not s.missing}
+    root = submissions_dir or (Path(run.source) if run else None)
+    if root is None or not root.is_dir():
+        raise SimilarityError(f"the submissions folder of {lab_id}'s last batch "
+                              f"({root}) is not there: pass --submissions DIR")
+    spec = get_lab(lab_id)
+    texts, skipped = documents(spec, root, layout or (run.layout if run else "") or "auto",
+                               ids, lang)
+    return compare(spec, texts, threshold, skipped=skipped)
+
+
+def write(report: SimilarityReport, folder: Path) -> tuple[Path, Path]:
+    """OUT/similarity.txt and OUT/similarity.html."""
+    folder = Path(folder)
+    write_atomic(folder / TEXT_NAME, text(report) + "\n")
+    write_atomic(folder / HTML_NAME, html(report))
+    return folder / TEXT_NAME, folder / HTML_NAME
+
+
+def _hashes(fingerprint: Any) -> list[int]:
+    return sorted(int(h) for h in fingerprint.hashes)
+
+
+def _spans(slices: Any) -> tuple[tuple[int, int], ...]:
+    if len(slices) == 0 or len(slices[0]) == 0:
+        return ()
+    return tuple((int(s), int(e)) for s, e in zip(slices[0], slices[1], strict=True))
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def text(report: SimilarityReport) -> str:
+    """The ranked pairs (ids are students' text: escaped for a terminal)."""
+    r = report
+    lines = []
+    if r.partial:
+        lines.append("warning: the comparison reached its time limit: these pairs are partial")
+    lines.append(f"{r.lab}: {len(r.documents)} submissions compared, {_pairs(len(r.flagged))} "
+                 f"at or above {r.threshold:.0%} similar (stub code discounted)")
+    for p in r.pairs[:MAX_LISTED]:
+        mark = "!" if p.score >= r.threshold else " "
+        lines.append(f"{mark} {p.score:5.0%}  {textsafe.shown(p.a)} ~ {textsafe.shown(p.b)}"
+                     f"  ({p.shares[0]:.0%} of {textsafe.shown(p.a)}, "
+                     f"{p.shares[1]:.0%} of {textsafe.shown(p.b)})")
+    for student, why in r.skipped:
+        lines.append(f"  not compared: {textsafe.shown(student)}: {textsafe.shown(why)}")
+    return "\n".join(lines)
+
+
+_CSS = """
+body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1200px;color:#1d2330;
+padding:0 1rem}h1{font-size:1.5rem}h2{font-size:1.1rem;margin:2rem 0 .5rem}
+.warning{background:#fff3cd;border:1px solid #e0b000;border-radius:6px;padding:.5rem .8rem}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;
+border-bottom:1px solid #e4e7ee;overflow-wrap:anywhere}td.num{text-align:right}
+.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1rem}
+pre{background:#f6f7f9;border:1px solid #e0e3ea;border-radius:6px;padding:.6rem;font-size:12px;
+overflow:auto;max-height:40rem;white-space:pre-wrap;overflow-wrap:anywhere}
+mark{background:#ffd6a0}
+"""
+
+
+def html(report: SimilarityReport) -> str:
+    """A self-contained page: the ranked pairs, then each flagged pair side by side."""
+    r = report
+    title = escape(f"{r.lab}: similar submissions")
+    warning = ('<p class="warning">The comparison reached its time limit: these pairs are '
+               "partial.</p>" if r.partial else "")
+    rows = "".join(
+        f"<tr><td class=\"num\">{p.score:.0%}</td><td>{escape(p.a)}</td><td>{escape(p.b)}</td>"
+        f"<td class=\"num\">{p.shares[0]:.0%} / {p.shares[1]:.0%}</td></tr>"
+        for p in r.pairs[:MAX_LISTED])
+    shown = []
+    for p in r.flagged[:MAX_SHOWN]:
+        shown.append(
+            f"<h2>{escape(p.a)} ~ {escape(p.b)}: {p.score:.0%}</h2><div class=\"pair\">"
+            f"<div><b>{escape(p.a)}</b><pre>{_marked(r.documents[p.a], p.slices[0])}</pre></div>"
+            f"<div><b>{escape(p.b)}</b><pre>{_marked(r.documents[p.b], p.slices[1])}</pre>"
+            "</div></div>")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{title}</title><style>{_CSS}</style></head><body>{warning}<h1>{title}</h1>"
+        f"<p>{len(r.documents)} submissions compared; {_pairs(len(r.flagged))} at or above "
+        f"{r.threshold:.0%} (the lab's stub code is discounted).</p>"
+        "<table><thead><tr><th>similarity</th><th>student</th><th>student</th>"
+        f"<th>share of each</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"{''.join(shown)}</body></html>\n"
+    )
+
+
+def _pairs(count: int) -> str:
+    return f"{count} pair{'' if count == 1 else 's'}"
+
+
+def _marked(document: str, spans: tuple[tuple[int, int], ...]) -> str:
+    """The document escaped, with the matched spans inside <mark>."""
+    parts, at = [], 0
+    for start, end in sorted(spans):
+        start, end = max(start, at), min(end, len(document))
+        if start >= end:
+            continue
+        parts.append(escape(document[at:start]))
+        parts.append(f"<mark>{escape(document[start:end])}</mark>")
+        at = end
+    parts.append(escape(document[at:]))
+    return textsafe.text("".join(parts))

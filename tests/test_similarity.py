@@ -1,0 +1,105 @@
+"""Who copied: a planted copy (renamed variables, reordered functions) ranks first, a
+class of honest students stays under the threshold, the stub's own code never counts,
+and the page shows each flagged pair side by side with every byte escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from batchkit import LAB02, SOLUTION, made_up, zipped
+from click.testing import CliRunner
+from similaritykit import disguised, similarity_class
+
+from labkit import __version__
+from labkit.classroom import similarity
+from labkit.classroom.gradebook import Gradebook
+from labkit.cli import main
+
+pytest.importorskip("copydetect")
+
+
+def compared(root, **options):
+    texts, skipped = similarity.documents(LAB02, root)
+    return similarity.compare(LAB02, texts, skipped=skipped, **options)
+
+
+def test_a_disguised_copy_ranks_first(tmp_path):
+    similarity_class(tmp_path, planted=True)
+    assert disguised(SOLUTION) != SOLUTION and "def to_column" in disguised(SOLUTION)
+    report = compared(tmp_path)
+    first = report.pairs[0]
+    assert (first.a, first.b) == ("alice", "mallory")
+    assert first.score >= report.threshold and min(first.shares) > 0.8
+    assert report.flagged == [first]
+    assert all(p.score < report.threshold for p in report.pairs[1:])
+    # the two who left the stub as it was share all of it, and that counts for nothing
+    assert not any({p.a, p.b} == {"dave", "erin"} for p in report.pairs)
+
+
+def test_a_class_with_no_copy_stays_under_the_threshold(tmp_path):
+    similarity_class(tmp_path, planted=False)
+    report = compared(tmp_path)
+    assert len(report.documents) == 5 and report.pairs  # honest code still shares idioms
+    assert max(p.score for p in report.pairs) < report.threshold
+    assert report.flagged == []
+    assert "0 pairs at or above 50%" in similarity.text(report)
+
+
+def test_unreadable_entries_are_listed_and_the_deadline_is_kept(tmp_path):
+    similarity_class(tmp_path, planted=False)
+    zipped(tmp_path, "zed", {"../broadcasting.py": SOLUTION})
+    report = compared(tmp_path, deadline_s=0.0)
+    assert report.partial and report.pairs == ()
+    reasons = dict(report.skipped)
+    assert "leaves its folder" in reasons["zed"] and "time limit" in reasons["alice"]
+    assert similarity.text(report).startswith("warning: the comparison reached its time limit")
+    with pytest.raises(similarity.SimilarityError, match="threshold"):
+        similarity.compare(LAB02, {}, threshold=0)
+
+
+def test_the_page_shows_pairs_side_by_side_escaped(tmp_path):
+    similarity_class(tmp_path, planted=True)
+    hostile = disguised(SOLUTION).replace(
+        "import numpy as np", "import numpy as np  # </pre><script>alert(1)</script>")
+    (tmp_path / "mallory" / "broadcasting.py").write_text(hostile)
+    (tmp_path / "<b>x").mkdir()
+    (tmp_path / "<b>x" / "broadcasting.py").write_text(SOLUTION)
+    page = similarity.html(compared(tmp_path))
+    assert "<script" not in page and "&lt;/pre&gt;&lt;script&gt;" in page
+    assert "<b>x" not in page and "&lt;b&gt;x" in page
+    sections = page.count('<div class="pair">')
+    assert sections == 3  # alice, mallory and <b>x: every pair of the three
+    assert page.count("<pre>") == 2 * sections and "<mark>" in page
+    marked = "".join(re.findall(r"<mark>(.*?)</mark>", page, re.DOTALL))
+    assert "raise ValueError" in marked
+
+
+def test_cli_similarity_reads_the_last_batch_download(tmp_path):
+    similarity_class(tmp_path / "class", planted=True)
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
+        run = book.begin_run("lab02", str(tmp_path / "class"), 1, 5.0, __version__, "folders")
+        for student in ("alice", "bob", "carol", "dave", "erin", "mallory"):
+            book.record(run_id=run, student=f"id-{student}", source=student, kind="folder",
+                        digest="d", grader_key="k", result=made_up({}))
+        book.finish_run(run, 6, 0, 0)
+    done = CliRunner().invoke(main, ["similarity", str(tmp_path / "out"), "--threshold", "0.9"])
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert lines[0].startswith("lab02: 6 submissions compared, 1 pair at or above 90%")
+    assert lines[1].startswith("!") and "id-alice ~ id-mallory" in lines[1]  # gradebook ids
+    assert (tmp_path / "out" / "similarity.html").is_file()
+    assert (tmp_path / "out" / "similarity.txt").read_text().splitlines()[1] == lines[1]
+    bad = CliRunner().invoke(main, ["similarity", str(tmp_path / "out"), "--threshold", "2"])
+    assert bad.exit_code == 2
+
+
+def test_batch_with_similarity_compares_at_the_end(tmp_path):
+    for name, source in (("alice", SOLUTION), ("mallory", disguised(SOLUTION))):
+        (tmp_path / "class" / name).mkdir(parents=True)
+        (tmp_path / "class" / name / "broadcasting.py").write_text(source)
+    done = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "class"), "--out",
+                                     str(tmp_path / "out"), "--jobs", "1", "--similarity"])
+    assert done.exit_code == 0, done.output
+    assert "2 submissions compared, 1 pair at or above 50%" in done.output
+    assert "alice ~ mallory" in done.output and (tmp_path / "out" / "similarity.html").is_file()
