@@ -122,33 +122,32 @@ def safe_count(n_threads: int, n_increments: int) -> int:
     ### END SOLUTION
 
 
-def _turns_during(call: Callable[[], Any]) -> tuple[int, float]:
-    """How many naps a helper thread took while `call()` ran, and how long it ran."""
-    stop = threading.Event()
-    turns = [0]
-
-    def helper() -> None:
-        while not stop.is_set():
-            time.sleep(NAP_S)
-            turns[0] += 1
-
-    thread = threading.Thread(target=helper, daemon=True)
-    thread.start()
-    time.sleep(5 * NAP_S)  # let the helper get going before the call
-    before, started = turns[0], time.perf_counter()
-    call()
-    elapsed, counted = time.perf_counter() - started, turns[0] - before
-    stop.set()
-    thread.join()
-    return counted, elapsed
-
-
 def releases_gil(fn: Callable[..., Any], *args: Any) -> bool:
     """Whether `fn(*args)` lets other Python threads run while it runs: a napping
     helper's turns during the call against its turns during a sleep as long."""
     ### BEGIN SOLUTION
-    during, elapsed = _turns_during(lambda: fn(*args))
-    baseline, _ = _turns_during(lambda: time.sleep(elapsed))
+    def turns_during(call: Callable[[], Any]) -> tuple[int, float]:
+        """How many naps a helper thread took while `call()` ran, and how long it ran."""
+        stop = threading.Event()
+        turns = [0]
+
+        def helper() -> None:
+            while not stop.is_set():
+                time.sleep(NAP_S)
+                turns[0] += 1
+
+        thread = threading.Thread(target=helper, daemon=True)
+        thread.start()
+        time.sleep(5 * NAP_S)  # let the helper get going before the call
+        before, started = turns[0], time.perf_counter()
+        call()
+        elapsed, counted = time.perf_counter() - started, turns[0] - before
+        stop.set()
+        thread.join()
+        return counted, elapsed
+
+    during, elapsed = turns_during(lambda: fn(*args))
+    baseline, _ = turns_during(lambda: time.sleep(elapsed))
     return during > 0.4 * baseline
     ### END SOLUTION
 
