@@ -90,7 +90,6 @@ def test_square_sum_python_loop(student, submission):
     if mentions({"gil.py": ast.unparse(function).encode()}, "np"):
         fail("no_python_loop")
     measured = student.measure("square_sum", LOOP_N)
-    assert as_int(measured.result) == (LOOP_N - 1) * LOOP_N * (2 * LOOP_N - 1) // 6
     if measured.cpu_s < LOOP_MIN_CPU_PER_ITEM * LOOP_N:
         fail("no_python_loop")
 
@@ -147,7 +146,7 @@ _TASK = """def {name}(x):
         h = (h * {a} + {c}) % {m}
     return h
 """
-TASK_STEPS = 150_000
+TASK_STEPS = 400_000
 
 
 def _task(steps: int = TASK_STEPS) -> tuple[str, str, object]:
@@ -186,13 +185,14 @@ def test_run_in_processes_in_child_processes(student, submission):
     """The work's CPU time is not the worker's own (read from /proc here): it ran in
     other processes. Its cost in the worker is measured here too, on the same items."""
     _believable(submission)
+    _in_processes(student, [1], 1, steps=10)  # first: the imports a pool needs
     items = [int(v) for v in np.random.default_rng().integers(1, 10**6, size=6)]
     measured, expected, (source, name) = _in_processes(student, items, 2)
-    assert _list(measured.result) == expected
-    here = student.measure_probe("run_here", source, _fresh("lab05_here_"), name, items,
+    assert sorted(_list(measured.result)) == sorted(expected)  # the order: another check
+    here = student.measure_probe("run_here", source, _fresh("lab05_here_"), name, items[:2],
                                  where="run_in_processes")
-    assert here.result == expected
-    if measured.cpu_s > MAX_OWN_CPU_SHARE * here.cpu_s:
+    assert here.result == expected[:2]
+    if measured.cpu_s > MAX_OWN_CPU_SHARE * here.cpu_s * len(items) / 2:
         fail("not_in_processes")
 
 
@@ -218,7 +218,7 @@ def test_run_in_processes_none_left_behind(student, submission):
     for workers in (2, 3):
         items = list(range(1, 7))
         measured, expected, _ = _in_processes(student, items, workers, steps=1000)
-        assert _list(measured.result) == expected
+        assert sorted(_list(measured.result)) == sorted(expected)
         if _helpers(measured.children):
             fail("processes_left_behind")
 
@@ -232,9 +232,10 @@ _BUSY = """def {name}(n):
     return total
 """
 BUSY_N = 1_500_000
-# How far the student's figure may stray from this side's (ticks of 10 ms, the probe's
-# own few lines, a scheduler hiccup between the two clocks).
-RATIO_SLACK = 0.35
+# The student's window lies inside this side's: its CPU time is this side's less what
+# the probe's few lines and the reply cost, give or take a clock tick at each end (10 ms).
+CPU_SLACK_S = 0.03
+RATIO_SLACK = 0.15
 
 
 def _busy() -> tuple[str, str]:
@@ -265,10 +266,11 @@ def test_cpu_per_wall_waiting_call(student):
     assert got < 0.25
 
 
-def _agrees(measured) -> None:
-    trusted = measured.cpu_s / measured.wall_s
-    got = _ratio(measured.result)
-    if abs(got - trusted) > RATIO_SLACK:
+def _agrees(measured, at_most: float) -> None:
+    """The figure is at least what this side measured around the call (whose wall time
+    also holds the round trip, so it can only be longer), and at most `at_most` cores."""
+    floor = (measured.cpu_s - CPU_SLACK_S) / measured.wall_s - RATIO_SLACK
+    if not floor <= _ratio(measured.result) <= at_most:
         fail("ratio_disagrees")
 
 
@@ -280,9 +282,7 @@ def test_cpu_per_wall_busy_call(student, submission):
     source, name = _busy()
     measured = student.measure_probe("cpu_per_wall_of", source, name, BUSY_N,
                                      where="cpu_per_wall")
-    _agrees(measured)
-    if _ratio(measured.result) < 0.3:
-        fail("ratio_disagrees")
+    _agrees(measured, 1.2)  # one thread keeps at most one core busy
 
 
 @check("cpu_per_wall.threads")
@@ -293,9 +293,7 @@ def test_cpu_per_wall_threads(student, submission):
     source, name = _busy()
     measured = student.measure_probe("cpu_per_wall_threads", source, name, BUSY_N // 4, 4,
                                      where="cpu_per_wall")
-    _agrees(measured)
-    if not 0.3 <= _ratio(measured.result) <= 1.5:
-        fail("ratio_disagrees")
+    _agrees(measured, 1.5)
 
 
 # --- racy_count / safe_count -----------------------------------------------------------------
@@ -401,8 +399,7 @@ def test_producer_consumer_threads_joined(student):
     a moment more to leave the kernel's list, so it is read a few times."""
     before = _threads(student, 1)
     for producers, each in ((2, 50), (4, 500)):
-        got = student.producer_consumer(producers, each)
-        assert as_int(got) == producers * each * (each + 1) // 2
+        student.producer_consumer(producers, each)  # its sum: another check
         if _threads(student, before) > before:
             fail("threads_left_running")
 

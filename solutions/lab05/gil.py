@@ -148,7 +148,7 @@ def releases_gil(fn: Callable[..., Any], *args: Any) -> bool:
 
     during, elapsed = turns_during(lambda: fn(*args))
     baseline, _ = turns_during(lambda: time.sleep(elapsed))
-    return during > 0.4 * baseline
+    return during > 0.25 * baseline
     ### END SOLUTION
 
 
