@@ -63,7 +63,7 @@ def _checks_error(text: str) -> str:
 
 def test_the_kit_loads():
     labs = catalogue()
-    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04", "lab06"]
+    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06"]
     assert all(lab_checks(lab).max_score > 0 for lab in labs)
     assert parse_checks(CHECKS, "c").get("safe_mse.x").points == 2.0
 

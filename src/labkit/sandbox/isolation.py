@@ -32,6 +32,7 @@ from typing import TypedDict
 
 from labkit import settings
 from labkit.errors import EnglishError
+from labkit.sandbox import pids
 
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
@@ -235,8 +236,10 @@ def _data_pipe(text: str) -> int:
 
 
 def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
-           pass_fds: list[int], stderr: int, cwd: str) -> subprocess.Popen:
-    """Start `command` (the zygote) under `isolation`; it is its own session leader.
+           pass_fds: list[int], stderr: int, cwd: str,
+           group: pids.PidsGroup | None = None) -> subprocess.Popen:
+    """Start `command` (the zygote) under `isolation`; it is its own session leader,
+    inside the pids cgroup `group` when there is one (see `labkit.sandbox.pids`).
 
     With bwrap, started as root, the sandbox's user namespace maps uid 0 (needed while
     bwrap builds the mounts) and 65534 to themselves, and the zygote is told to become
@@ -246,8 +249,9 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
     """
     common = _PopenCommon(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=stderr, start_new_session=True)
+    wrap = group.wrap if group is not None else list
     if isolation.mode == "process":
-        return subprocess.Popen(command, pass_fds=pass_fds, cwd=cwd, **common)
+        return subprocess.Popen(wrap(command), pass_fds=pass_fds, cwd=cwd, **common)
     precompile()
     as_root = os.geteuid() == 0
     info_r, info_w = os.pipe()
@@ -258,7 +262,7 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
     args = _bwrap_args(isolation.bwrap or "bwrap", as_root, info_w, block_r, passwd_fd, group_fd)
     try:
         process = subprocess.Popen(
-            args + command, pass_fds=[*pass_fds, info_w, block_r, passwd_fd, group_fd],
+            wrap(args + command), pass_fds=[*pass_fds, info_w, block_r, passwd_fd, group_fd],
             cwd="/", umask=0o022, **common,
         )
     finally:
