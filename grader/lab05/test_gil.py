@@ -116,16 +116,17 @@ def test_run_in_threads_rejects_bad_workers(student):
             student.run_in_threads(callback(abs, "fn"), [1, 2], workers)
 
 
-NAP_S = 0.05
+NAP_S = 0.08
 
 
 @check("run_in_threads.overlaps_waits")
 def test_run_in_threads_overlaps_waits(student, submission):
-    """Naps release the GIL and need no core, so `workers` threads nap at once: 6 naps
-    on 3 threads take about two naps of this process's clock, on 1 thread six."""
+    """Naps release the GIL and need no core, so `workers` threads nap at once: 8 naps
+    on 4 threads take about two naps of this process's clock, one after another eight.
+    The bounds leave room for a busy machine's delays (only ever longer)."""
     _believable(submission)
     offset = int(np.random.default_rng().integers(1, 10**6))
-    for items, workers in (([1, 2, 3, 4, 5, 6], 3), ([7, 8, 9, 10], 2), ([4, 5, 6], 1)):
+    for items, workers in ((list(range(8)), 4), ([7, 8, 9, 10, 11, 12], 2), ([4, 5, 6], 1)):
         rounds = -(-len(items) // workers)
         got = _list(student.probe("threads_nap", items, workers, NAP_S, offset,
                                   where="run_in_threads"))
@@ -133,7 +134,7 @@ def test_run_in_threads_overlaps_waits(student, submission):
         assert got == [x + offset for x in items]
         if wall < 0.9 * rounds * NAP_S:
             fail("more_threads_than_workers")
-        if workers > 1 and wall > (rounds + len(items)) / 2 * NAP_S:
+        if workers > 1 and wall > 0.8 * len(items) * NAP_S:
             fail("waits_not_overlapped")
 
 
