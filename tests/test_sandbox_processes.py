@@ -130,3 +130,19 @@ def test_a_pids_group_wraps_a_command_in_a_shell_that_joins_it(tmp_path):
     argv = group.wrap(["python", "-c", "pass"])
     assert argv[:2] == ["/bin/sh", "-c"] and argv[-3:] == ["python", "-c", "pass"]
     assert str(tmp_path / "g") in argv
+
+
+def test_process_mode_sweeps_only_what_no_living_process_holds_in_dev_shm():
+    from labkit.sandbox import host
+
+    before = set(host._dev_shm())
+    held, left = (os.path.join(host.DEV_SHM, f"labkit-test-{secrets.token_hex(6)}")
+                  for _ in range(2))
+    with open(held, "wb") as handle, open(left, "wb"):
+        pass
+    with open(held, "rb") as handle:  # a neighbour's entry in use stays
+        host._clear_dev_shm(before)
+        assert os.path.exists(held) and not os.path.exists(left)
+        assert handle.read() == b""
+    host._clear_dev_shm(before)
+    assert not os.path.exists(held)
