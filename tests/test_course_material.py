@@ -63,8 +63,9 @@ def _checks_error(text: str) -> str:
 
 def test_the_kit_loads():
     labs = catalogue()
-    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04", "lab06"]
+    assert [lab.id for lab in labs] == ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06"]
     assert all(lab_checks(lab).max_score > 0 for lab in labs)
+    assert [lab.id for lab in labs if lab.timed] == ["lab03", "lab05"]  # their checks time calls
     assert parse_checks(CHECKS, "c").get("safe_mse.x").points == 2.0
 
 
@@ -76,6 +77,7 @@ def test_the_kit_loads():
     (("modules", "grade_timeout = 0\nmodules"),
      'lab "lab02": grade_timeout must be a positive number'),
     (("modules", "share_worker = 1\nmodules"), 'lab "lab02": share_worker must be true or false'),
+    (("modules", "timed = 1\nmodules"), 'lab "lab02": timed must be true or false'),
     (('files = ["broadcasting.py"]\n', ""), "lab \"lab02\": missing key 'files'"),
     (('["broadcasting.py"]', '"broadcasting.py"'),
      'lab "lab02": files must be a non-empty list of non-empty strings'),
@@ -176,7 +178,7 @@ def test_dev_check_reports_bad_material_as_problems(kit):
     assert "grader/lab02/checks.toml: check \"safe_mse.aligned_pairs\": unknown key 'pionts'" \
         in lines
     assert any(line.startswith("grader/lab03/checks.toml: is not valid TOML: ") for line in lines)
-    assert lines[-1] == "2 problem(s) in 5 lab(s)"
+    assert lines[-1] == f"2 problem(s) in {len(catalogue())} lab(s)"
     assert "internal error" not in out.output
 
 
@@ -341,20 +343,20 @@ def test_dev_new_writes_a_lab_that_passes_the_kit_check(kit_copy):
     from labkit.engine.cold import grade_files
 
     before = (kit_copy / "labs.toml").read_text()
-    out = CliRunner().invoke(main, ["dev", "new", "lab05", "--repo", str(kit_copy)])
+    out = CliRunner().invoke(main, ["dev", "new", "lab07", "--repo", str(kit_copy)])
     assert out.exit_code == 0, out.output
-    assert "wrote solutions/lab05/lab05.py" in out.output.splitlines()
+    assert "wrote solutions/lab07/lab07.py" in out.output.splitlines()
     after = (kit_copy / "labs.toml").read_text()
     assert after.startswith(before)  # appended: the catalogue's comments stay
-    report = kitcheck.check_kit(kit_copy, only=["lab05"], grader=grade_files)
+    report = kitcheck.check_kit(kit_copy, only=["lab07"], grader=grade_files)
     assert [str(p) for p in report.problems] == []
-    assert report.labs == ("lab05",)
-    lab = next(lab for lab in load_catalogue(kit_copy) if lab.id == "lab05")
-    (mutant,) = tomllib.loads((kit_copy / "tests" / "mutants" / "lab05.toml").read_text())[
+    assert report.labs == ("lab07",)
+    lab = next(lab for lab in load_catalogue(kit_copy) if lab.id == "lab07")
+    (mutant,) = tomllib.loads((kit_copy / "tests" / "mutants" / "lab07.toml").read_text())[
         "mutant"]
-    solution = (kit_copy / "solutions" / "lab05" / "lab05.py").read_text()
+    solution = (kit_copy / "solutions" / "lab07" / "lab07.py").read_text()
     assert solution.count(mutant["replace"]) == 1
-    result = grade_files(lab, {"lab05.py": solution.replace(mutant["replace"],
+    result = grade_files(lab, {"lab07.py": solution.replace(mutant["replace"],
                                                             mutant["with"]).encode()})
     assert [c.id for c in result.checks if c.points < c.max_points] == mutant["breaks"]
 

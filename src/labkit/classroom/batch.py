@@ -82,6 +82,7 @@ class BatchSummary:
     layout: str = "folders"
     unlisted: tuple[str, ...] = ()  # entries the roster does not name (graded all the same)
     missing: tuple[str, ...] = ()  # roster ids with no entry
+    jobs: int = 1  # submissions graded at once (see `jobs_for`)
 
 
 Sink = Callable[[str, LabResult], None]
@@ -92,6 +93,15 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def jobs_for(lab: LabSpec, jobs: int | None) -> int:
+    """How many submissions are graded at once: `jobs`, by default one per core; for a
+    lab whose checks time calls (`timed` in its catalogue entry) never more than one per
+    core, so that each grading has a core to itself and its measurements hold."""
+    cores = default_jobs()
+    chosen = jobs or cores
+    return min(chosen, cores) if lab.timed else chosen
 
 
 def grader_key(lab: LabSpec, lang: str) -> str:
@@ -142,9 +152,9 @@ def grade_many(
         if timeout <= 0:
             raise BatchError("--timeout must be a positive number of seconds")
         lab = dataclasses.replace(lab, call_timeout=float(timeout))
-    jobs = jobs or default_jobs()
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise BatchError("--jobs must be at least 1")
+    jobs = jobs_for(lab, jobs)
     emit = on_event or (lambda _event: None)
     out.mkdir(parents=True, exist_ok=True)
     found = layouts.discover(submissions_dir, lab, layout)
@@ -239,7 +249,7 @@ def grade_many(
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
-                        tuple(unlisted), tuple(p.id for p in missing))
+                        tuple(unlisted), tuple(p.id for p in missing), jobs)
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,

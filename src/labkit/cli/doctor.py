@@ -11,11 +11,12 @@ from labkit import __version__, i18n, settings
 
 # What a warm grading process guarantees the next submission (see the README's threat model).
 CLEANUP = {
-    "bwrap": "every process ended; the sandbox's /tmp and IPC namespace emptied and proven "
-             "empty, else the sandbox is replaced",
-    "process": "every process ended (the grading process is a child subreaper) and System V "
-               "shared memory removed; NOT removed: System V semaphores and message queues, "
-               "POSIX shared memory and message queues, files outside the scratch folder",
+    "bwrap": "every process ended; the sandbox's /tmp, /dev/shm and IPC namespace emptied "
+             "and proven empty, else the sandbox is replaced",
+    "process": "every process ended (the grading process is a child subreaper), System V "
+               "shared memory and what its workers left in /dev/shm (POSIX semaphores and "
+               "shared memory no process holds) removed; NOT removed: System V semaphores and "
+               "message queues, POSIX message queues, files outside the scratch folder",
 }
 
 
@@ -26,7 +27,7 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
     """
     # Here, not at the top: every `labkit` command imports this module, and only
     # `doctor` needs the sandbox.
-    from labkit.sandbox import isolation
+    from labkit.sandbox import isolation, pids
     from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
 
     lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
@@ -54,10 +55,25 @@ def report(value: str | None = None) -> list[tuple[str, str]]:
         tmp = f"of {isolation.TMP_BYTES // 1024**2} MiB" if sized else "(no size limit: old bwrap)"
         lines.append(("sandbox", f"uid {isolation.SANDBOX_UID}, no network, no capability, "
                                  f"read-only {', '.join(isolation.runtime_paths())}, "
-                                 f"private /tmp {tmp}"))
+                                 f"private /tmp {tmp}, private /dev/shm"))
     lines.append(("limits", ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
+    lines.append(("processes", _pids_line(pids.parent(), zygote.isolation)))
     lines.append(("between submissions", CLEANUP[zygote.isolation]))
     return lines
+
+
+def _pids_line(group: object, mode: str) -> str:
+    """How the processes of a grading are bounded here (a fork bomb, say)."""
+    from labkit.sandbox import pids
+
+    if group is not None:
+        return (f"a pids cgroup per sandbox (under {group}), at most {pids.LIMIT} processes "
+                "and threads")
+    if mode == "bwrap":
+        return "no pids cgroup here; RLIMIT_NPROC, counted in the sandbox's own user namespace"
+    return ("no pids cgroup here: process mode CANNOT bound a fork bomb (RLIMIT_NPROC "
+            "would count every process of this user, and does not bind root); use bwrap, or "
+            "a machine with a pids cgroup")
 
 
 @click.command("doctor")

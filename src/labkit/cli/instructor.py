@@ -38,7 +38,8 @@ def _chosen_isolation() -> str:
 @click.argument("submissions", metavar="SUBMISSIONS",
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Submissions graded at once (default: the number of cores).")
+              help="Submissions graded at once (default: the number of cores; at most "
+                   "that for a lab whose checks time calls).")
 @OUT_OPTION
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds allowed per call to student code (default: the lab's).")
@@ -71,8 +72,9 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     lab = registry.get_lab(lab_id)
     if _chosen_isolation() == "process":  # once, before anything is graded
         click.echo("warning: process isolation: between submissions labkit ends every "
-                   "process and removes System V shared memory, but not System V semaphores "
-                   "or message queues, POSIX IPC or files outside its scratch folder "
+                   "process and removes System V shared memory and what its workers left in "
+                   "/dev/shm, but not System V semaphores or message queues, POSIX message "
+                   "queues or files outside its scratch folder "
                    "(see labkit doctor)", err=True)
     show = progress.for_terminal()
     try:
@@ -81,6 +83,9 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
                                       layout=layout, roster=roster)
     finally:
         show.close()
+    if jobs is not None and summary.jobs < jobs:
+        click.echo(f"{lab.id} times its checks: graded {summary.jobs} at once (one per core), "
+                   f"not {jobs}", err=True)
     for line in _batch_notes(summary):
         click.echo(line, err=True)
     click.echo(f"{summary.layout} layout, {summary.total} submissions: {summary.graded} "

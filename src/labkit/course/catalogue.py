@@ -30,7 +30,7 @@ DEFAULT_GRADE_TIMEOUT = 60.0
 # or dashes so that the id is also a folder and a module name (`labkit dev new`).
 LAB_ID = re.compile(r"[a-z][a-z0-9_]*")
 LAB_KEYS = ("id", "title", "files", "modules", "sys_path", "call_timeout", "grade_timeout",
-            "share_worker")
+            "share_worker", "timed")
 
 
 class UnknownLab(LabkitError, LookupError):
@@ -61,6 +61,7 @@ class LabSpec:
     exercise_dir: Path
     grader_dir: Path
     share_worker: bool = False  # the checks of a grading share a worker (see `plugin`)
+    timed: bool = False  # its checks time calls: `batch` runs one such grading per core
 
     def title_in(self, lang: str) -> str:
         return self.title.get(lang) or self.title["en"]
@@ -79,7 +80,7 @@ class LabSpec:
             "modules": list(self.modules), "sys_path": list(self.sys_path),
             "call_timeout": self.call_timeout, "grade_timeout": self.grade_timeout,
             "exercise_dir": str(self.exercise_dir), "grader_dir": str(self.grader_dir),
-            "share_worker": self.share_worker,
+            "share_worker": self.share_worker, "timed": self.timed,
         }
 
     @classmethod
@@ -92,7 +93,7 @@ class LabSpec:
             call_timeout=float(data["call_timeout"]),
             grade_timeout=float(data["grade_timeout"]),
             exercise_dir=Path(data["exercise_dir"]), grader_dir=Path(data["grader_dir"]),
-            share_worker=bool(data["share_worker"]),
+            share_worker=bool(data["share_worker"]), timed=bool(data.get("timed", False)),
         )
 
 
@@ -141,11 +142,12 @@ def _lab(data: object, number: int, root: Path) -> LabSpec:
     call_timeout = entry.number("call_timeout", DEFAULT_CALL_TIMEOUT, positive=True)
     grade_timeout = entry.number("grade_timeout", DEFAULT_GRADE_TIMEOUT, positive=True)
     share_worker = entry.flag("share_worker")
+    timed = entry.flag("timed")
     return LabSpec(
         id=lab_id, title=entry.texts("title"), files=files, modules=modules,
         sys_path=sys_path, call_timeout=call_timeout, grade_timeout=grade_timeout,
         exercise_dir=root / "exercises" / lab_id, grader_dir=root / "grader" / lab_id,
-        share_worker=share_worker,
+        share_worker=share_worker, timed=timed,
     )
 
 

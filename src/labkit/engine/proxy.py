@@ -216,12 +216,15 @@ class Session:
         self._import(key)
         return self._send(header, blobs, where, callbacks=callbacks)
 
-    def measure(self, name: str, module: str | None, args: list, kwargs: dict) -> Measurement:
-        """Call `name`, reading the worker's `/proc` before and after (see `Measurement`)."""
+    def measure(self, name: str, module: str | None, args: list, kwargs: dict,
+                probe: str | None = None) -> Measurement:
+        """Call `name` (or run the probe `probe`, `name` then naming the function it
+        exercises), reading the worker's `/proc` before and after (see `Measurement`)."""
         if self.failure is None:
             self._import(module or self.sandbox.config.modules[0])
         before = self._usage(name)
-        result = self.request("call", name, module, name=name, args=args, kwargs=kwargs)
+        op, called = ("call", name) if probe is None else ("probe", probe)
+        result = self.request(op, name, module, name=called, args=args, kwargs=kwargs)
         after = self._usage(name)
         return Measurement(result, self.last_call.wall_s, after.cpu_s - before.cpu_s,
                            after.threads, after.children)
@@ -404,6 +407,12 @@ class Student:
     def measure(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
         """Call `name` like `student.name(...)`, measured from outside the worker."""
         return self._session.measure(name, self._module, list(args), kwargs)
+
+    def measure_probe(self, name: str, *args: Any, where: str | None = None,
+                      **kwargs: Any) -> Measurement:
+        """Run the probe `name` like `probe`, measured from outside the worker like
+        `measure`: for a student function that must be handed a worker-side callable."""
+        return self._session.measure(where or name, self._module, list(args), kwargs, probe=name)
 
     def module(self, name: str) -> Student:
         """The same student, seen through another of the lab's modules."""

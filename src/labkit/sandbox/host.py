@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.sandbox import isolation as isolation_mod
-from labkit.sandbox import protocol
+from labkit.sandbox import pids, protocol
 
 OUTPUT_EXCERPT = 2000  # bytes of output shown to the student, per check
 OUTPUT_KEEP = 32 * 1024  # bytes of output kept per worker; the rest is counted, then dropped
@@ -452,6 +452,8 @@ class Zygote:
         self._unread = 0  # replies to `post`ed requests not yet read
         self._since = 0  # process mode: when the zygote started (clock ticks since boot)
         self._shm_before: set[int] = set()  # process mode: System V segments before it
+        self._dev_shm_before: set[str] = set()  # process mode: what /dev/shm held before it
+        self._group: pids.PidsGroup | None = None  # the pids cgroup it runs in, if any
 
     @property
     def isolation(self) -> str:
@@ -472,14 +474,18 @@ class Zygote:
             command += ["--scratch", "/tmp", "--private", "1"]  # the sandbox's own, gone with it
         self._close_log()
         self._log = tempfile.TemporaryFile(prefix="labkit-zygote-")
+        self._group = pids.make()
+        if self.choice.mode == "process":  # before the zygote can make anything there
+            self._dev_shm_before = set(_dev_shm())
         try:
             self._process = isolation_mod.launch(
                 self.choice, command, env=env, pass_fds=[theirs.fileno()],
-                stderr=self._log.fileno(), cwd=self._scratch or "/",
+                stderr=self._log.fileno(), cwd=self._scratch or "/", group=self._group,
             )
         except (OSError, isolation_mod.IsolationError) as exc:
             ours.close()
             self._cleanup_scratch()
+            self._remove_group()
             if not self._fall_back(str(exc)):
                 raise SandboxFailure(None, f"the sandbox did not start: {exc}") from None
             self.start()
@@ -580,6 +586,7 @@ class Zygote:
                 self.close()
             elif reply.get("clean") and self.choice.mode == "process":
                 _clear_host_shm(self._shm_before)  # the host's IPC: the zygote cannot tell
+                _clear_dev_shm(self._dev_shm_before)
 
     def reset(self) -> None:
         """After a submission, before the next one: have the zygote end every process and
@@ -660,10 +667,17 @@ class Zygote:
                 _LIVE_ZYGOTES.discard(process.pid)
                 _kill_orphans(self._since)
                 _clear_host_shm(self._shm_before)
+                _clear_dev_shm(self._dev_shm_before)
         self._cleanup_scratch()
+        self._remove_group()
         self._close_log()
         self._ready = False
         self._unread = 0
+
+    def _remove_group(self) -> None:
+        if self._group is not None:
+            self._group.remove()
+            self._group = None
 
     def _cleanup_scratch(self) -> None:
         if self._scratch is not None:
@@ -775,6 +789,64 @@ def _clear_host_shm(before: set[int]) -> None:
         if creator and os.path.exists(f"/proc/{creator}"):
             continue
         _LIBC.shmctl(ident, _IPC_RMID, None)
+
+
+DEV_SHM = "/dev/shm"
+
+
+def _dev_shm() -> list[str]:
+    """What the host's /dev/shm holds (POSIX semaphores and shared memory)."""
+    try:
+        return os.listdir(DEV_SHM)
+    except OSError:
+        return []
+
+
+def _held_open(paths: set[str]) -> set[str]:
+    """Those of `paths` that a living process has open or mapped (from every /proc)."""
+    held: set[str] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{name}/fd/{fd}")
+                except OSError:
+                    continue
+                if target in paths:
+                    held.add(target)
+            with open(f"/proc/{name}/maps", "rb") as handle:
+                for line in handle:
+                    path = line.rstrip().rpartition(b" ")[2].decode(errors="replace")
+                    if path in paths:
+                        held.add(path)
+        except OSError:
+            continue
+    return held
+
+
+def _clear_dev_shm(before: set[str]) -> None:
+    """Remove what a process-mode zygote's workers left in the host's /dev/shm: entries
+    that are new since it started, ours, and held by no living process (its processes
+    are gone by now; a neighbour's entry in use is kept). Usually there is none, and then
+    this costs one listing."""
+    uid = os.getuid()
+    new = set()
+    for name in set(_dev_shm()) - before:
+        path = os.path.join(DEV_SHM, name)
+        try:
+            if os.lstat(path).st_uid == uid:
+                new.add(path)
+        except OSError:
+            continue
+    if not new:
+        return
+    for path in new - _held_open(new):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

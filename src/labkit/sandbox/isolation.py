@@ -5,7 +5,8 @@ Two modes (see the threat model in the README):
 - `bwrap`: the zygote, and so every worker it forks, runs inside bubblewrap: new user,
   PID, network, IPC, UTS and cgroup namespaces; a read-only view of only the system
   libraries, the Python runtime and the kit's own package; a size-limited private
-  `/tmp` (where each worker's files live); no capability; an unprivileged uid.
+  `/tmp` (where each worker's files live) and `/dev/shm` (multiprocessing's
+  semaphores); no capability; an unprivileged uid; a pids cgroup where the host has one.
 - `process`: no namespaces; the workers get resource limits and their whole process
   tree is killed when the grader is done with them, but they run as the user who
   grades.
@@ -31,6 +32,7 @@ from typing import TypedDict
 
 from labkit import settings
 from labkit.errors import EnglishError
+from labkit.sandbox import pids
 
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
@@ -40,6 +42,9 @@ ENV_VAR = settings.ISOLATION  # the setting that picks the mode
 MODES = ("auto", "bwrap", "process")
 SANDBOX_UID = 65534  # "nobody": owns nothing on the host
 TMP_BYTES = 256 * 1024**2  # the sandbox's private /tmp, where workers' files live
+# The sandbox's private /dev/shm: multiprocessing's locks and queues are POSIX semaphores,
+# files there; emptied with /tmp by the zygote's reset.
+SHM_BYTES = 64 * 1024**2
 SANDBOX_NPROC = 128  # processes and threads; counted per sandbox (its user namespace)
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
@@ -193,6 +198,8 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
     # say) living under the host's /tmp is bound on top of it rather than hidden by it.
     size = ["--size", str(TMP_BYTES)] if "--size" in known else []  # not in older bwrap
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    shm_size = ["--size", str(SHM_BYTES)] if size else []
+    args += ["--perms", "1777", *shm_size, "--tmpfs", "/dev/shm"]
     if "--mqueue" in known:  # the IPC namespace's message queues, for the zygote to empty
         args += ["--mqueue", "/dev/mqueue"]
     made = {"/", "/tmp"}
@@ -229,8 +236,10 @@ def _data_pipe(text: str) -> int:
 
 
 def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
-           pass_fds: list[int], stderr: int, cwd: str) -> subprocess.Popen:
-    """Start `command` (the zygote) under `isolation`; it is its own session leader.
+           pass_fds: list[int], stderr: int, cwd: str,
+           group: pids.PidsGroup | None = None) -> subprocess.Popen:
+    """Start `command` (the zygote) under `isolation`; it is its own session leader,
+    inside the pids cgroup `group` when there is one (see `labkit.sandbox.pids`).
 
     With bwrap, started as root, the sandbox's user namespace maps uid 0 (needed while
     bwrap builds the mounts) and 65534 to themselves, and the zygote is told to become
@@ -240,8 +249,9 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
     """
     common = _PopenCommon(env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=stderr, start_new_session=True)
+    wrap = group.wrap if group is not None else list
     if isolation.mode == "process":
-        return subprocess.Popen(command, pass_fds=pass_fds, cwd=cwd, **common)
+        return subprocess.Popen(wrap(command), pass_fds=pass_fds, cwd=cwd, **common)
     precompile()
     as_root = os.geteuid() == 0
     info_r, info_w = os.pipe()
@@ -252,7 +262,7 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
     args = _bwrap_args(isolation.bwrap or "bwrap", as_root, info_w, block_r, passwd_fd, group_fd)
     try:
         process = subprocess.Popen(
-            args + command, pass_fds=[*pass_fds, info_w, block_r, passwd_fd, group_fd],
+            wrap(args + command), pass_fds=[*pass_fds, info_w, block_r, passwd_fd, group_fd],
             cwd="/", umask=0o022, **common,
         )
     finally:

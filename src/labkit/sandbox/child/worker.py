@@ -689,6 +689,7 @@ def _remove_folder(path: str) -> None:
 _IPC_RMID = 0
 _IPC_REMOVE = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
 _MQUEUE = "/dev/mqueue"  # the sandbox's POSIX message queues (bwrap mounts it)
+_SHM = "/dev/shm"  # the sandbox's POSIX semaphores and shared memory (its own tmpfs)
 
 
 def _ipc_objects() -> list[tuple[str, int]]:
@@ -728,7 +729,7 @@ def _clear_ipc() -> list[str]:
 
 def _reset(workers: dict[int, Any], scratch: str, private: bool) -> dict[str, Any]:
     """Between two submissions: end every process, empty the scratch folder and (in a
-    sandbox of its own, `private`) its IPC namespace, then prove it.
+    sandbox of its own, `private`) its IPC namespace and `/dev/shm`, then prove it.
 
     `clean` is true only when nothing is left: no process but this one (and bwrap's
     init), nothing in the scratch folder, with a private /tmp all its space free, no
@@ -750,9 +751,11 @@ def _reset(workers: dict[int, Any], scratch: str, private: bool) -> dict[str, An
         if others:
             problems.append(f"{len(others)} processes survived")
         problems += _clear_ipc()
-        space = os.statvfs(scratch)
-        if space.f_bfree != space.f_blocks:
-            problems.append(f"{scratch} is not empty")
+        problems += [why for why in [_sweep(_SHM, {})] if why]
+        for folder in (scratch, _SHM):
+            space = os.statvfs(folder)
+            if space.f_bfree != space.f_blocks:
+                problems.append(f"{folder} is not empty")
     return {"clean": not problems, "why": "; ".join(problems)[:500]}
 
 

@@ -1,0 +1,443 @@
+"""Graders for lab05 (the GIL, measured). Trusted: never imports student code.
+
+Written to be read by the student: a point is paid only for evidence this process
+holds itself, and no check asks for a speed-up from several cores (the grading machine
+may have one free core). What holds on any number of cores is what is measured:
+
+- values returned as data and judged here: sums, results in order, counts, and the
+  student's answers about calls whose nature only this side knows (the callables are
+  built in the worker from source written here, with fresh random names and
+  constants, so nothing the student's code receives names what they do);
+- this process's clock around a call: threads overlap their *waits* (a nap releases
+  the GIL and needs no core), so a call that naps per item ends sooner with threads;
+- the worker's CPU time read from `/proc` by this process (`measure`): work done in
+  child processes is not the worker's own, work done in its threads is;
+- the grader's own callables (`callback`), which run here: how often and with what
+  they were called is counted here;
+- the submission's source, parsed here (a lock, a queue, `sleep(0)`, a Python loop).
+
+The probes that build those callables run beside the student's code, so results that
+come through them count only for a source free of reach-ins (`_believable`).
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+import time
+
+import numpy as np
+import pytest
+
+from labkit.grading import as_float, as_int, callback, check, fail, mentions, refusals, refuse
+
+# A Python loop costs at least 20 ns an iteration on any machine (50-100 on most).
+LOOP_MIN_CPU_PER_ITEM = 20e-9
+LOOP_N = 1_000_000
+# Below this fraction of the work's own CPU time, the work did not run in the worker.
+MAX_OWN_CPU_SHARE = 0.35
+_LOOPS = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _believable(submission) -> None:
+    """Fail, saying why, unless results that came through a probe can be believed."""
+    refuse(refusals(submission))
+
+
+def _fresh(prefix: str = "f") -> str:
+    return f"{prefix}{secrets.token_hex(6)}"
+
+
+def _function(submission, name: str) -> ast.FunctionDef | None:
+    try:
+        tree = ast.parse(submission["gil.py"])
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return found[-1] if found else None
+
+
+def _list(got) -> list:
+    if type(got) is not list:
+        fail("not_a_list")
+    return got
+
+
+# --- square_sum --------------------------------------------------------------------------
+
+
+@check("square_sum.values")
+def test_square_sum_values(student):
+    rng = np.random.default_rng()
+    for n in [0, 1, 2, 3, 10, *(int(k) for k in rng.integers(20, 5000, size=3)), 100_000]:
+        assert as_int(student.square_sum(n)) == sum(i * i for i in range(n))
+
+
+@check("square_sum.rejects_negative")
+def test_square_sum_rejects_negative(student):
+    for n in (-1, -7):
+        with pytest.raises(ValueError):
+            student.square_sum(n)
+
+
+@check("square_sum.python_loop")
+def test_square_sum_python_loop(student, submission):
+    """The source loops in Python, and the worker's CPU time for a million squares,
+    read from /proc here, is what a Python loop costs (a formula costs nothing)."""
+    function = _function(submission, "square_sum")
+    if function is None or not any(isinstance(n, _LOOPS) for n in ast.walk(function)):
+        fail("no_python_loop")
+    if mentions({"gil.py": ast.unparse(function).encode()}, "np"):
+        fail("no_python_loop")
+    measured = student.measure("square_sum", LOOP_N)
+    if measured.cpu_s < LOOP_MIN_CPU_PER_ITEM * LOOP_N:
+        fail("no_python_loop")
+
+
+# --- run_in_threads ----------------------------------------------------------------------
+
+
+@check("run_in_threads.results_in_order")
+def test_run_in_threads_results_in_order(student, submission):
+    rng = np.random.default_rng()
+    scale, offset = (int(v) for v in rng.integers(2, 1000, size=2))
+    _believable(submission)
+    for size, workers in ((0, 2), (1, 1), (7, 3), (20, 4), (5, 8)):
+        items = [int(v) for v in rng.integers(-10**6, 10**6, size=size)]
+        got = _list(student.probe("threads_map", items, workers, scale, offset,
+                                  where="run_in_threads"))
+        assert got == [x * scale + offset for x in items]
+
+
+@check("run_in_threads.rejects_bad_workers")
+def test_run_in_threads_rejects_bad_workers(student):
+    for workers in (0, -3):
+        with pytest.raises(ValueError):
+            student.run_in_threads(callback(abs, "fn"), [1, 2], workers)
+
+
+NAP_S = 0.08
+
+
+@check("run_in_threads.overlaps_waits")
+def test_run_in_threads_overlaps_waits(student, submission):
+    """Naps release the GIL and need no core, so `workers` threads nap at once: 8 naps
+    on 4 threads take about two naps of this process's clock, one after another eight.
+    The bounds leave room for a busy machine's delays (only ever longer)."""
+    _believable(submission)
+    offset = int(np.random.default_rng().integers(1, 10**6))
+    for items, workers in ((list(range(8)), 4), ([7, 8, 9, 10, 11, 12], 2), ([4, 5, 6], 1)):
+        rounds = -(-len(items) // workers)
+        got = _list(student.probe("threads_nap", items, workers, NAP_S, offset,
+                                  where="run_in_threads"))
+        wall = student.last_call.wall_s
+        assert got == [x + offset for x in items]
+        if wall < 0.9 * rounds * NAP_S:
+            fail("more_threads_than_workers")
+        if workers > 1 and wall > 0.8 * len(items) * NAP_S:
+            fail("waits_not_overlapped")
+
+
+# --- run_in_processes ---------------------------------------------------------------------
+
+# A hash chain only running it computes: its constants are drawn here for each grading.
+_TASK = """def {name}(x):
+    h = x
+    for _ in range({steps}):
+        h = (h * {a} + {c}) % {m}
+    return h
+"""
+TASK_STEPS = 400_000
+
+
+def _task(steps: int = TASK_STEPS) -> tuple[str, str, object]:
+    """A fresh task: its source, its function's name, and the function itself here."""
+    rng = np.random.default_rng()
+    name = _fresh()
+    a, c = (int(v) for v in rng.integers(3, 10**6, size=2))
+    m = int(rng.integers(10**8, 10**9))
+    source = _TASK.format(name=name, steps=steps, a=a, c=c, m=m)
+    namespace: dict = {}
+    exec(compile(source, "<task>", "exec"), namespace)  # noqa: S102 - our own text
+    return source, name, namespace[name]
+
+
+def _in_processes(student, items: list, workers: int, steps: int = TASK_STEPS):
+    source, name, task = _task(steps)
+    measured = student.measure_probe("processes_map", source, _fresh("lab05_task_"), name,
+                                     items, workers, where="run_in_processes")
+    return measured, [task(x) for x in items], (source, name)
+
+
+@check("run_in_processes.results_in_order")
+def test_run_in_processes_results_in_order(student, submission):
+    _believable(submission)
+    for size, workers in ((0, 2), (7, 3)):
+        items = [int(v) for v in np.random.default_rng().integers(1, 10**6, size=size)]
+        measured, expected, _ = _in_processes(student, items, workers, steps=100)
+        assert _list(measured.result) == expected
+    for workers in (0, -1):
+        with pytest.raises(ValueError):
+            student.run_in_processes(callback(abs, "fn"), [1, 2], workers)
+
+
+@check("run_in_processes.in_child_processes")
+def test_run_in_processes_in_child_processes(student, submission):
+    """The work's CPU time is not the worker's own (read from /proc here): it ran in
+    other processes. Its cost in the worker is measured here too, on the same items."""
+    _believable(submission)
+    _in_processes(student, [1], 1, steps=10)  # first: the imports a pool needs
+    items = [int(v) for v in np.random.default_rng().integers(1, 10**6, size=6)]
+    measured, expected, (source, name) = _in_processes(student, items, 2)
+    assert sorted(_list(measured.result)) == sorted(expected)  # the order: another check
+    here = student.measure_probe("run_here", source, _fresh("lab05_here_"), name, items[:2],
+                                 where="run_in_processes")
+    assert here.result == expected[:2]
+    if measured.cpu_s > MAX_OWN_CPU_SHARE * here.cpu_s * len(items) / 2:
+        fail("not_in_processes")
+
+
+def _helpers(pids: tuple[int, ...]) -> list[int]:
+    """The pids that are not multiprocessing's resource tracker (the contract lets it
+    outlive the call), by their command line as this process reads it."""
+    left = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = handle.read(4096)
+        except OSError:
+            continue  # gone already
+        if b"multiprocessing.resource_tracker" not in argv:
+            left.append(pid)
+    return left
+
+
+@check("run_in_processes.none_left_behind")
+def test_run_in_processes_none_left_behind(student, submission):
+    """When the call returns, the worker has no child process left (seen from /proc here)."""
+    _believable(submission)
+    measured, expected, _ = _in_processes(student, list(range(1, 7)), 3, steps=1000)
+    assert sorted(_list(measured.result)) == sorted(expected)
+    if _helpers(measured.children):
+        fail("processes_left_behind")
+
+
+# --- cpu_per_wall ---------------------------------------------------------------------------
+
+_BUSY = """def {name}(n):
+    total = 0
+    for i in range(n):
+        total ^= i * {k}
+    return total
+"""
+BUSY_N = 1_500_000
+# The student's window lies inside this side's: its CPU time is this side's less what
+# the probe's few lines and the reply cost, give or take a clock tick at each end (10 ms).
+CPU_SLACK_S = 0.03
+RATIO_SLACK = 0.15
+
+
+def _busy() -> tuple[str, str]:
+    name = _fresh()
+    return _BUSY.format(name=name, k=int(np.random.default_rng().integers(3, 999))), name
+
+
+def _ratio(got) -> float:
+    value = as_float(got)
+    if not np.isfinite(value) or value < 0:
+        fail("ratio_not_a_ratio")
+    return value
+
+
+@check("cpu_per_wall.waiting_call")
+def test_cpu_per_wall_waiting_call(student):
+    """A call that waits (here, in this process) keeps the worker's cores idle: this
+    side's callable is called exactly once, with the arguments given."""
+    received = []
+
+    def wait(*args):
+        received.append(args)
+        time.sleep(0.15)
+
+    got = _ratio(student.cpu_per_wall(callback(wait, "fn"), 3, "x"))
+    if student.last_call.callbacks != ("fn",) or received != [(3, "x")]:
+        fail("not_called_once")
+    assert got < 0.25
+
+
+def _agrees(measured, at_most: float) -> None:
+    """The figure is at least what this side measured around the call (whose wall time
+    also holds the round trip, so it can only be longer), and at most `at_most` cores."""
+    floor = (measured.cpu_s - CPU_SLACK_S) / measured.wall_s - RATIO_SLACK
+    if not floor <= _ratio(measured.result) <= at_most:
+        fail("ratio_disagrees")
+
+
+# A call of the same shape that waits instead: the figure must then be near 0.
+_NAPPING = """import time
+
+
+def {name}(n):
+    for _ in range(10):
+        time.sleep(n * {c:.3e})
+"""
+
+
+def _napping() -> tuple[str, str]:
+    """Ten naps of about 10 ms for BUSY_N (a drawn constant), in a function like `_busy`'s."""
+    name = _fresh()
+    return _NAPPING.format(name=name, c=float(np.random.default_rng().uniform(5e-9, 8e-9))), name
+
+
+def _waits(measured) -> None:
+    if not _ratio(measured.result) < 0.25:
+        fail("ratio_disagrees")
+
+
+@check("cpu_per_wall.busy_call")
+def test_cpu_per_wall_busy_call(student, submission):
+    """A pure-Python loop keeps one core busy, a loop of naps none: each figure agrees
+    with the CPU and wall time this side measured around the same call."""
+    _believable(submission)
+    for kind in secrets.SystemRandom().sample(["busy", "napping"], 2):
+        source, name = _busy() if kind == "busy" else _napping()
+        measured = student.measure_probe("cpu_per_wall_of", source, name, BUSY_N,
+                                         where="cpu_per_wall")
+        _agrees(measured, 1.2)  # one thread keeps at most one core busy
+        if kind == "napping":
+            _waits(measured)
+
+
+@check("cpu_per_wall.threads")
+def test_cpu_per_wall_threads(student, submission):
+    """Four threads of pure-Python work, or of naps: the figure counts the whole process
+    (every thread), and with the GIL it stays near one core, whatever the machine has."""
+    _believable(submission)
+    for kind in secrets.SystemRandom().sample(["busy", "napping"], 2):
+        source, name = _busy() if kind == "busy" else _napping()
+        measured = student.measure_probe("cpu_per_wall_threads", source, name, BUSY_N // 4, 4,
+                                         where="cpu_per_wall")
+        _agrees(measured, 1.5)
+        if kind == "napping":
+            _waits(measured)
+
+
+# --- racy_count / safe_count -----------------------------------------------------------------
+
+
+def _rejects(student, name: str) -> None:
+    for args in ((0, 5), (3, 0), (-1, 2)):
+        with pytest.raises(ValueError):
+            getattr(student, name)(*args)
+
+
+@check("racy_count.loses_updates")
+def test_racy_count_loses_updates(student, submission):
+    """One thread cannot race with itself; several, handing the GIL over between the
+    read and the write, lose updates on any machine."""
+    if not mentions(submission, "sleep"):
+        fail("no_sleep_zero")
+    assert as_int(student.racy_count(1, 300)) == 300
+    for threads, increments in ((4, 2000), (2, 600)):
+        got = as_int(student.racy_count(threads, increments))
+        if not 0 < got < 0.9 * threads * increments:
+            fail("no_updates_lost")
+    _rejects(student, "racy_count")
+
+
+@check("safe_count.exact")
+def test_safe_count_exact(student, submission):
+    if not (mentions(submission, "Lock") and mentions(submission, "sleep")):
+        fail("no_lock")
+    for threads, increments in ((1, 50), (4, 400), (3, 177)):
+        assert as_int(student.safe_count(threads, increments)) == threads * increments
+    _rejects(student, "safe_count")
+
+
+# --- releases_gil --------------------------------------------------------------------------
+
+# Calls of about 20-40 ms each; what each does, only this side knows. `data` is built
+# once, before the call; the function's one argument is only passed on. Each check holds
+# calls of both kinds, so no constant answer earns it, and CPU-bound calls of both kinds,
+# so neither does an answer read off the call's CPU time.
+_CALLS = {
+    "sleep": (True, "", "time.sleep(0.025 * n)"),
+    "sort": (True, "data = np.random.default_rng({seed}).random(600_000)", "np.sort(data)"),
+    "sha256": (True, "data = bytes(range(256)) * 100_000",
+               "hashlib.sha256(memoryview(data)[n:]).digest()"),
+    "zlib": (True, "data = np.random.default_rng({seed}).integers(0, 16, 400_000, "
+                   "dtype=np.uint8).tobytes()", "zlib.compress(data)"),
+    "sum_range": (False, "", "sum(range(600_000 * n))"),
+    "loop": (False, "", "[i * i for i in range(200_000 * n)]"),
+    "object_array": (False, "data = np.arange(200_000, dtype=object)", "data * 3 + n"),
+}
+RUNS = 3
+
+
+def _call_source(kind: str) -> tuple[str, str]:
+    _, setup, body = _CALLS[kind]
+    name, data = _fresh(), _fresh("d")
+    setup = setup.replace("data", data).format(seed=secrets.randbelow(1000))
+    body = body.replace("data", data)
+    source = (f"import time, hashlib, zlib\nimport numpy as np\n{setup}\n\n\n"
+              f"def {name}(n):\n    return {body}\n")
+    return source, name
+
+
+def _judge_releases(student, submission, kinds: tuple[str, ...]) -> None:
+    _believable(submission)
+    for kind in kinds:
+        truth = _CALLS[kind][0]
+        source, name = _call_source(kind)
+        answers = _list(student.probe("releases", source, name, 1, RUNS, where="releases_gil"))
+        if len(answers) != RUNS or not all(type(a) is bool for a in answers):
+            fail("not_a_bool")
+        if not sum(a is truth for a in answers) * 2 > RUNS:
+            fail("releases_wrong_for_releasing" if truth else "releases_wrong_for_holding")
+
+
+@check("releases_gil.numpy_and_compression")
+def test_releases_gil_numpy_and_compression(student, submission):
+    _judge_releases(student, submission, ("sort", "sum_range", "zlib", "loop"))
+
+
+@check("releases_gil.sleep_hashing_objects")
+def test_releases_gil_sleep_hashing_objects(student, submission):
+    _judge_releases(student, submission, ("sleep", "object_array", "sha256"))
+
+
+# --- producer_consumer -----------------------------------------------------------------------
+
+
+@check("producer_consumer.sum")
+def test_producer_consumer_sum(student, submission):
+    if not mentions(submission, "Queue"):
+        fail("no_queue")
+    for producers, each in ((1, 1), (1, 10), (3, 100), (5, 257)):
+        assert as_int(student.producer_consumer(producers, each)) == \
+            producers * each * (each + 1) // 2
+    for args in ((0, 3), (2, 0), (-2, -2)):
+        with pytest.raises(ValueError):
+            student.producer_consumer(*args)
+
+
+@check("producer_consumer.threads_joined")
+def test_producer_consumer_threads_joined(student):
+    """After the call, the worker has only the threads it had before (seen from /proc
+    here): every producer and the consumer have ended. A thread that was joined may take
+    a moment more to leave the kernel's list, so it is read a few times."""
+    before = _threads(student, 1)
+    for producers, each in ((2, 50), (4, 500)):
+        student.producer_consumer(producers, each)  # its sum: another check
+        if _threads(student, before) > before:
+            fail("threads_left_running")
+
+
+def _threads(student, at_most: int, tries: int = 10) -> int:
+    """The worker's threads between calls: read until at most `at_most`, or `tries` times."""
+    for _ in range(tries):
+        count = student.measure_probe("idle", where="producer_consumer").threads
+        if count <= at_most:
+            return count
+        time.sleep(0.02)
+    return count
