@@ -216,7 +216,8 @@ def _random_step(rng: np.random.Generator, view: np.ndarray) -> tuple:
         return kind, None
     key: list = []
     for n in view.shape:
-        if n > 1 and view.ndim > 1 and not any(isinstance(k, int) for k in key) and rng.random() < 0.2:
+        dropped = any(isinstance(k, int) for k in key)
+        if n > 1 and view.ndim > 1 and not dropped and rng.random() < 0.2:
             key.append(int(rng.integers(-n, n)))  # drops the axis (one at most: no scalar)
             continue
         step = int(rng.choice([1, 2, 3, -1, -2]))
