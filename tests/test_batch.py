@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from batchkit import LAB02, MUTANT, SOLUTION, STUB, folder, small_class
+from batchkit import LAB02, LAB02_FULL, MUTANT, SOLUTION, STUB, folder, small_class
 from kit import solution_files, stub_files, variants, write_files
 
 from labkit import fileset
@@ -61,7 +61,7 @@ def test_every_student_gets_a_result_and_the_batch_goes_on(graded):
     assert set(results) == set(kinds)
     for result in results.values():
         VALIDATOR.validate(result.to_dict())
-    assert results["alice"].status is Status.PASS and results["alice"].score == 14
+    assert results["alice"].status is Status.PASS and results["alice"].score == LAB02_FULL
     assert results["judy"].status is Status.PASS  # zip with the files two folders down
     assert results["bob"].score == 0 and {c.status for c in results["bob"].checks} == {Status.FAIL}
     lost = {c.id for c in results["carol"].checks if c.points < c.max_points}
@@ -134,7 +134,7 @@ def test_rerun_skips_unchanged_regrades_changed_and_regrade_forces(tmp_path):
     changed = batch.grade_many(LAB02, subs, out, jobs=1)
     assert (changed.graded, changed.skipped) == (1, 2)
     results = current(out / "gradebook.sqlite")
-    assert results["bob"].score == 12
+    assert results["bob"].score == LAB02_FULL - 2  # safe_mse.aligned_pairs
     assert rows(out / "gradebook.sqlite",
                 "SELECT count(*) FROM submissions WHERE student_id = 'bob'") == [(2,)]
     forced = batch.grade_many(LAB02, subs, out, jobs=1, regrade=True)
@@ -252,7 +252,7 @@ def test_batch_grades_every_lab02_mutant_like_the_runner(tmp_path):
     folder(subs, "_stub", STUB)
     summary = batch.grade_many(LAB02, subs, tmp_path / "out", jobs=2)
     results = current(summary.gradebook)
-    assert results["_solution"].score == 14 and results["_stub"].score == 0
+    assert results["_solution"].score == LAB02_FULL and results["_stub"].score == 0
     for mutant in LAB02_MUTANTS:
         lost = {c.id for c in results[mutant.name].checks if c.points < c.max_points}
         assert lost == set(mutant.breaks), mutant.name

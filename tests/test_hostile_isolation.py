@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from batchkit import LAB02, SOLUTION, folder
+from batchkit import LAB02, LAB02_FULL, SOLUTION, folder
 
 from labkit.classroom import batch
 from labkit.engine.cold import grade_files
@@ -167,7 +167,7 @@ def test_a_submission_that_kills_its_grading_process_is_retried_once(tmp_path, m
     killer, retry = results["a_killer"]
     assert (killer.status, retry) == (Status.ERROR, 1)
     assert "labkit itself failed" in killer.message
-    assert results["b_fine"][0].score == 14
+    assert results["b_fine"][0].score == LAB02_FULL
     again = batch.grade_many(LAB02, subs, out, jobs=2)
     assert again.skipped == 1  # b_fine
     killer, retry = current(out / "gradebook.sqlite")["a_killer"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from batchkit import LAB02, made_up, made_up_gradebook
+from batchkit import LAB02, LAB02_FULL, made_up, made_up_gradebook
 
 from labkit import __version__
 from labkit.classroom import report
@@ -32,10 +32,10 @@ def out(tmp_path):
 def test_statistics_of_the_current_gradings(out):
     summary = report.from_gradebook(out)
     assert (summary.students, summary.passed, summary.failed, summary.errors) == (5, 1, 3, 1)
-    # scores 14 (ana), 10 (ben), 12 (cruz), 0 (dora), 0 (eli)
-    assert summary.mean == pytest.approx(36 / 5)
-    assert summary.median == 10 and (summary.low, summary.high) == (0, 14)
-    assert sum(b.count for b in summary.bins) == 5 and summary.bins[-1].low == 14
+    # scores F (ana), F - 4 (ben), F - 2 (cruz), 0 (dora), 0 (eli), F = lab02's full marks
+    assert summary.mean == pytest.approx((3 * LAB02_FULL - 6) / 5)
+    assert summary.median == LAB02_FULL - 4 and (summary.low, summary.high) == (0, LAB02_FULL)
+    assert sum(b.count for b in summary.bins) == 5 and summary.bins[-1].low == LAB02_FULL
     assert summary.bins[0].count == 2 and summary.bins[-1].count == 1
 
 
@@ -54,7 +54,7 @@ def test_checks_most_failed_first_with_the_common_message(out):
 def test_text_report(out):
     text = report.text(report.from_gradebook(out))
     assert text.splitlines()[0] == "lab02: 5 students — 1 pass, 3 fail, 1 error"
-    assert "median 10" in text and "most failed first" in text
+    assert f"median {LAB02_FULL - 4:g}" in text and "most failed first" in text
     assert text.index(CHECKS[1]) < text.index(CHECKS[0])
 
 

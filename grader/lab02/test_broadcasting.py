@@ -1,7 +1,8 @@
 """Graders for lab02 (strides and broadcasting). Trusted: never imports student code.
 
-Values are judged here. What only the worker can see (does the window share memory with
-`x`, is it read-only) and the bans on NumPy's own helpers rest on the submission's source,
+Values are judged here (describe's facts against the same view built here). What only
+the worker can see (does the window share memory with `x`, is it read-only) and the bans
+on NumPy's own helpers rest on the submission's source,
 analysed here (`labkit.grading.refusals`): the helpers may not be reached under any
 spelling, and a file that reaches into the interpreter or the kit earns nothing from a
 check that believes a worker's report. The probe's runtime swap of the helpers stays as

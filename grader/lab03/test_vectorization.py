@@ -8,9 +8,12 @@ here: their number shows `repeats` was passed on, their values that they came fr
 `default_rng(seed)`; its claimed gap is held against this process's own timing of the
 two sums. hotspot profiles a program written here with fresh random names and a hot
 function chosen at random, so its name cannot be derived from anything the call
-receives. plot_speedup's PNG is decoded here, its header bounded first. The two sums'
-line counts and their speed against a Python loop still come from probes (worker-side
-facts): the known gap in this principle, left for a trusted replacement.
+receives. peak_bytes and line_hits run programs written here whose array sizes, loop
+counts and branches this process's callbacks answer during the call, so the answer is
+known here alone (and the trace function put back is seen by a callback it makes).
+plot_speedup's PNG is decoded here, its header bounded first. Whether the two sums loop
+in Python rests on their source, parsed here, and on the worker's CPU time, read here
+from /proc.
 Timing checks compare against generous factors and take the best of several runs, so a
 busy machine slows things down without changing a grade.
 """
