@@ -133,7 +133,7 @@ def test_a_filled_tmp_and_leftover_ipc_never_reach_the_next_student(tmp_path, to
     results = current(summary.gradebook)
     for index in range(5):
         victim, retry = results[f"b_victim{index}"]
-        assert (victim.status, victim.score, retry) == (Status.PASS, 14, 0), victim.failed
+        assert (victim.status, victim.score, retry) == (Status.PASS, LAB02_FULL, 0), victim.failed
     attacker, retry = results["a_attacker"]
     # graded, not the kit's failure: its functions are correct, but the checks that rest
     # on a probe refuse a source that imports ctypes (`engine.static`)

@@ -94,7 +94,7 @@ def test_every_attack_in_a_batch_leaves_the_next_students_full_marks(mode, tmp_p
         results = {s: (LabResult.from_dict(json.loads(d)), r) for s, d, r in rows.fetchall()}
     for index in range(4):
         graded, retry = results[f"b_victim{index}"]
-        assert (graded.status, graded.score, retry) == (Status.PASS, 14, 0), graded.failed
+        assert (graded.status, graded.score, retry) == (Status.PASS, LAB02_FULL, 0), graded.failed
     for name in attackers:
         graded, retry = results[f"a_{name}"]
         assert graded.status is not Status.ERROR and retry == 0, (name, graded.message)
