@@ -80,11 +80,11 @@ def peak_in_program(student, source, entry, size_name, size, rows, held, old_pea
     if started:
         _TRACE_START()
     try:
-        kept = _ONES(held)
-        del kept  # noqa: F821 - frees it: the peak stays behind
-        kept = _ONES(held)  # noqa: F841 - traced before the call, alive during it
-        _ONES(old_peak)
-        return student.peak_bytes(fn, rows)
+        kept = _ONES(held)  # traced before the call, alive during it
+        _ONES(old_peak)  # freed at once: an earlier peak, higher than the call's
+        result = student.peak_bytes(fn, rows)
+        del kept
+        return result
     finally:
         if started:
             _TRACE_STOP()
