@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from batchkit import LAB02, MUTANT, SOLUTION, STUB, folder, small_class
+from batchkit import LAB02, LAB02_FULL, MUTANT, SOLUTION, STUB, folder, small_class
 from kit import solution_files, stub_files, variants, write_files
 
 from labkit import fileset
@@ -62,7 +62,7 @@ def test_every_student_gets_a_result_and_the_batch_goes_on(graded):
     assert set(results) == set(kinds)
     for result in results.values():
         VALIDATOR.validate(result.to_dict())
-    assert results["alice"].status is Status.PASS and results["alice"].score == 14
+    assert results["alice"].status is Status.PASS and results["alice"].score == LAB02_FULL
     assert results["judy"].status is Status.PASS  # zip with the files two folders down
     assert results["bob"].score == 0 and {c.status for c in results["bob"].checks} == {Status.FAIL}
     lost = {c.id for c in results["carol"].checks if c.points < c.max_points}
@@ -109,7 +109,8 @@ def test_the_gradebook_holds_students_submissions_and_checks(graded):
     assert len(alice) == 1
     digest, status, score, max_score, duration, graded_at, isolation, kind, source, retry = alice[0]
     assert digest == fileset.digest({"broadcasting.py": SOLUTION.encode()})
-    assert (status, score, max_score, kind, source, retry) == ("pass", 14, 14, "folder", "alice", 0)
+    assert (status, score, max_score, kind, source, retry) == (
+        "pass", LAB02_FULL, LAB02_FULL, "folder", "alice", 0)
     assert duration > 0 and graded_at.endswith("Z") and isolation
     checks = rows(db, "SELECT c.check_id, c.status, c.points FROM check_results c"
                       " JOIN submissions s ON s.id = c.submission_id WHERE s.student_id = ?"
@@ -135,7 +136,7 @@ def test_rerun_skips_unchanged_regrades_changed_and_regrade_forces(tmp_path):
     changed = batch.grade_many(LAB02, subs, out, jobs=1)
     assert (changed.graded, changed.skipped) == (1, 2)
     results = current(out / "gradebook.sqlite")
-    assert results["bob"].score == 12
+    assert results["bob"].score == LAB02_FULL - 2  # safe_mse.aligned_pairs
     assert rows(out / "gradebook.sqlite",
                 "SELECT count(*) FROM submissions WHERE student_id = 'bob'") == [(2,)]
     forced = batch.grade_many(LAB02, subs, out, jobs=1, regrade=True)
@@ -227,7 +228,7 @@ def test_sigkill_half_way_loses_nothing_and_a_rerun_completes(tmp_path):
     for student, result in kept.items():
         VALIDATOR.validate(result.to_dict())
         assert [c.id for c in result.checks] == CHECKS
-        assert result.score == (14 if int(student[1:]) % 2 else 0)
+        assert result.score == (LAB02_FULL if int(student[1:]) % 2 else 0)
     assert rows(db, "SELECT count(*) FROM check_results") == [(len(kept) * len(CHECKS),)]
     assert rows(db, "SELECT finished_at FROM runs") == [(None,)]  # the killed run
     rerun = subprocess.run(_labkit("batch", "lab02", str(subs), "--out", str(out), "--jobs", "2"),
@@ -237,7 +238,7 @@ def test_sigkill_half_way_loses_nothing_and_a_rerun_completes(tmp_path):
     final = current(db)
     assert len(final) == n
     assert rows(db, "SELECT count(*) FROM submissions") == [(n,)]  # nobody graded twice
-    assert all(r.score == (14 if int(s[1:]) % 2 else 0) for s, r in final.items())
+    assert all(r.score == (LAB02_FULL if int(s[1:]) % 2 else 0) for s, r in final.items())
 
 
 LAB02_MUTANTS = [m for m in variants("mutants") if m.lab == "lab02"]
@@ -253,7 +254,7 @@ def test_batch_grades_every_lab02_mutant_like_the_runner(tmp_path):
     folder(subs, "_stub", STUB)
     summary = batch.grade_many(LAB02, subs, tmp_path / "out", jobs=2)
     results = current(summary.gradebook)
-    assert results["_solution"].score == 14 and results["_stub"].score == 0
+    assert results["_solution"].score == LAB02_FULL and results["_stub"].score == 0
     for mutant in LAB02_MUTANTS:
         lost = {c.id for c in results[mutant.name].checks if c.points < c.max_points}
         assert lost == set(mutant.breaks), mutant.name
@@ -290,7 +291,8 @@ def test_cli_batch_prints_a_summary_and_the_class_report(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "2 submissions: 2 graded, 0 unchanged (skipped), 0 could not be graded" in done.stdout
     assert "lab02: 2 students — 1 pass, 1 fail, 0 error" in done.stdout
-    assert "[1/2] alice  pass  14/14" in done.stderr  # not a terminal: plain lines
+    full = f"{LAB02_FULL:g}"
+    assert f"[1/2] alice  pass  {full}/{full}" in done.stderr  # not a terminal: plain lines
     assert "HEAVY []" in done.stderr  # pytest, NumPy, hypothesis stay in the graders
     assert (tmp_path / "labkit-out" / "gradebook.sqlite").is_file()
     missing = subprocess.run(_plain_labkit("batch", "lab02", str(tmp_path / "nope")),

@@ -12,7 +12,7 @@ import sys
 
 import jsonschema
 import pytest
-from batchkit import LAB02, SOLUTION, made_up, made_up_gradebook
+from batchkit import LAB02, LAB02_FULL, SOLUTION, made_up, made_up_gradebook
 
 from labkit.classroom import exports
 from labkit.course.catalogue import lab_checks
@@ -43,12 +43,13 @@ def test_csv_has_a_row_per_student_and_a_column_per_check(out):
     assert table[0] == ["student", "status", *CHECKS, "total", "max_score", "message"]
     by_student = {row[0]: dict(zip(table[0], row, strict=True)) for row in table[1:]}
     assert list(by_student) == ["ana", "ben", "cruz", "dora", "eli"]
-    assert by_student["ana"]["total"] == "14" and by_student["ana"]["max_score"] == "14"
+    full = f"{LAB02_FULL:g}"
+    assert by_student["ana"]["total"] == full and by_student["ana"]["max_score"] == full
     ben = by_student["ben"]  # the current grading, not his older one
     assert ben["status"] == "fail" and ben[CHECKS[1]] == "0" and ben[CHECKS[4]] == "0"
-    assert float(ben["total"]) == sum(float(ben[c]) for c in CHECKS) == 10
+    assert float(ben["total"]) == sum(float(ben[c]) for c in CHECKS) == LAB02_FULL - 4
     eli = by_student["eli"]  # could not be graded: nothing measured, which is not 0
-    assert eli["status"] == "error" and eli["total"] == "" and eli["max_score"] == "14"
+    assert eli["status"] == "error" and eli["total"] == "" and eli["max_score"] == full
     assert all(eli[c] == "" for c in CHECKS) and "not a readable zip" in eli["message"]
     assert by_student["ana"]["message"] == ""
 
@@ -94,7 +95,7 @@ def test_gradescope_files_have_the_autograder_shape(out):
     files = sorted(dest.glob("*/results.json"))
     assert [f.parent.name for f in files] == ["ana", "ben", "cruz", "dora", "eli"]
     ben = json.loads((dest / "ben" / "results.json").read_text())
-    assert ben["score"] == 10 and len(ben["tests"]) == len(CHECKS)
+    assert ben["score"] == LAB02_FULL - 4 and len(ben["tests"]) == len(CHECKS)
     for test in ben["tests"]:
         assert set(test) >= GRADESCOPE_TEST_KEYS
         assert test["status"] in ("passed", "failed") and test["visibility"] == "visible"
@@ -146,7 +147,7 @@ def test_grade_format_gradescope_and_json_alias(tmp_path):
     done = labkit("grade", "lab02", "--format", "gradescope", "--lang", "en", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert document["score"] == 14 and len(document["tests"]) == len(CHECKS)
+    assert document["score"] == LAB02_FULL and len(document["tests"]) == len(CHECKS)
     assert all(set(t) >= GRADESCOPE_TEST_KEYS and t["status"] == "passed"
                for t in document["tests"])
     clash = labkit("grade", "lab02", "--json", "--format", "table", cwd=tmp_path)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from batchkit import LAB02, SOLUTION, made_up
+from batchkit import LAB02, LAB02_FULL, SOLUTION, made_up
 from kit import TESTS
 
 from labkit import __version__, textsafe
@@ -215,7 +215,8 @@ def test_a_class_of_byte_attacks_is_graded_and_nothing_it_sends_is_obeyed(tmp_pa
             texts = [result.message, *(c.message for c in result.checks if c.id in breaks)]
             assert any(case["message_has"] in t for t in texts), (case["name"], texts)
     for name in CORRECT:
-        assert got[name].status == "pass" and got[name].score == 14, got[name].result.message
+        graded = got[name]
+        assert graded.status == "pass" and graded.score == LAB02_FULL, graded.result.message
     assert got['mall\\xf6ry'].source == 'mall\\xf6ry'
     assert got['tr\\xe9nt'].source == 'tr\\xe9nt.zip'
 
@@ -335,7 +336,7 @@ def test_csv_cells_a_spreadsheet_would_run_are_quoted(tmp_path):
     rows = list(csv.reader(io.StringIO(text.replace("\r", ""), newline="")))
     assert sorted(row[0] for row in rows[1:]) == sorted(
         ["'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\tx", "'x", "a=1", "ana"])
-    assert rows[1][-3:-1] == ["14", "14"]  # the kit's own numbers stay numbers
+    assert rows[1][-3:-1] == [f"{LAB02_FULL:g}"] * 2  # the kit's own numbers stay numbers
 
 
 # --- notebooks ------------------------------------------------------------------------------

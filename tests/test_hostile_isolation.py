@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from batchkit import LAB02, SOLUTION, folder
+from batchkit import LAB02, LAB02_FULL, SOLUTION, folder
 
 from labkit.classroom import batch
 from labkit.engine.cold import grade_files
@@ -133,7 +133,7 @@ def test_a_filled_tmp_and_leftover_ipc_never_reach_the_next_student(tmp_path, to
     results = current(summary.gradebook)
     for index in range(5):
         victim, retry = results[f"b_victim{index}"]
-        assert (victim.status, victim.score, retry) == (Status.PASS, 14, 0), victim.failed
+        assert (victim.status, victim.score, retry) == (Status.PASS, LAB02_FULL, 0), victim.failed
     attacker, retry = results["a_attacker"]
     # graded, not the kit's failure: its functions are correct, but the checks that rest
     # on a probe refuse a source that imports ctypes (`engine.static`)
@@ -167,7 +167,7 @@ def test_a_submission_that_kills_its_grading_process_is_retried_once(tmp_path, m
     killer, retry = results["a_killer"]
     assert (killer.status, retry) == (Status.ERROR, 1)
     assert "labkit itself failed" in killer.message
-    assert results["b_fine"][0].score == 14
+    assert results["b_fine"][0].score == LAB02_FULL
     again = batch.grade_many(LAB02, subs, out, jobs=2)
     assert again.skipped == 1  # b_fine
     killer, retry = current(out / "gradebook.sqlite")["a_killer"]

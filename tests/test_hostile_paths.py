@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from batchkit import LAB02, SOLUTION, folder
+from batchkit import LAB02, LAB02_FULL, SOLUTION, folder
 from click.testing import CliRunner
 from kit import wait_ready
 from test_hostile_bounds import ATTACKS, MAX_SECONDS
@@ -94,7 +94,7 @@ def test_every_attack_in_a_batch_leaves_the_next_students_full_marks(mode, tmp_p
         results = {s: (LabResult.from_dict(json.loads(d)), r) for s, d, r in rows.fetchall()}
     for index in range(4):
         graded, retry = results[f"b_victim{index}"]
-        assert (graded.status, graded.score, retry) == (Status.PASS, 14, 0), graded.failed
+        assert (graded.status, graded.score, retry) == (Status.PASS, LAB02_FULL, 0), graded.failed
     for name in attackers:
         graded, retry = results[f"a_{name}"]
         assert graded.status is not Status.ERROR and retry == 0, (name, graded.message)
@@ -120,7 +120,7 @@ def test_every_attack_through_the_daemon_leaves_it_healthy(mode, daemons, tmp_pa
         assert time.monotonic() - started < MAX_SECONDS, name
         return result
 
-    assert grade("first", after).score == 14  # graded in-process; a daemon starts
+    assert grade("first", after).score == LAB02_FULL  # graded in-process; a daemon starts
     served = wait_ready()
     cpu = cpu_seconds(served.pid)
     attackers = {**ATTACKS, **sweeps(mode, token)}
@@ -130,7 +130,7 @@ def test_every_attack_through_the_daemon_leaves_it_healthy(mode, daemons, tmp_pa
         if name in ATTACKS:
             assert_bounded(name, attacked)
         assert sleepers(token) == [], name
-        assert grade(f"after_{name}", after).score == 14, name
+        assert grade(f"after_{name}", after).score == LAB02_FULL, name
         info = wait_ready()
         assert (info.pid, info.graded) == (served.pid, 2 * number + 2), f"{name}: not by the daemon"
     assert host_shm() <= shm
@@ -161,5 +161,5 @@ def test_every_isolation_attack_through_labkit_grade(mode, tmp_path, token, monk
     for name, source in sweeps(mode, token).items():
         assert grade(name, source).status is not Status.ERROR, name
         assert sleepers(token) == [], name
-        assert grade(f"after_{name}", victim(mode, token)).score == 14, name
+        assert grade(f"after_{name}", victim(mode, token)).score == LAB02_FULL, name
     assert host_shm() <= shm

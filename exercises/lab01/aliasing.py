@@ -41,10 +41,10 @@ def returns_view(arr: np.ndarray, index) -> bool:
     """Whether `arr[index]` is an ndarray sharing memory with `arr`, decided without indexing.
 
     Basic indexing (ints, slices, `...`, `None`, tuples of them) only changes the offset,
-    shape and strides of a window onto the same buffer, so it is a view; but ints alone,
-    one per axis, pick a single element and give a scalar. Anything NumPy calls advanced
-    indexing -- a list, an array, or a boolean (even a plain `True`) -- gathers arbitrary
-    elements into a new buffer: a copy. Booleans are ints to Python, so test them first.
+    shape and strides of a window onto the same buffer, so it is a view, unless it picks
+    a single element, which comes back as a scalar. Advanced indexing (a list, an array,
+    a boolean) picks arbitrary elements, which no offset, shape and strides describe, so
+    it gathers them into a new buffer: a copy. (`labkit hint` has a recipe.)
     """
     raise NotImplementedError
 

@@ -3,7 +3,8 @@
 Broadcasting aligns shapes from the right, so a (N,) target against (N, 1) predictions
 silently becomes an (N, N) table of every cross difference. Here you write that bug on
 purpose, then a loss that refuses it, then the rules NumPy itself follows: the
-broadcast shape, the strides of C and Fortran arrays, and a zero-copy sliding window.
+broadcast shape, the strides of C and Fortran arrays, the facts an array is made of,
+and a zero-copy sliding window.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     """Byte strides of a Fortran-ordered (column-major) array: first axis fastest."""
+    raise NotImplementedError
+
+
+def describe(arr: np.ndarray) -> dict:
+    """The facts NumPy keeps about `arr`, read off it: no element is looked at.
+
+    `shape`, `strides`, `dtype` (`arr.dtype.str`) and `itemsize` say how to walk the
+    memory; `offset` is how many bytes after the first byte of the memory block that
+    owns the data (the last ndarray along the `.base` chain, or `arr` itself) the
+    array's first element sits; the four flags say how the walk relates to that block.
+    """
     raise NotImplementedError
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,27 @@ def hotspot(fn: Callable[..., Any], *args: Any) -> str:
     what it calls, so it points at the code to rewrite. `fn` itself is left out: the
     question is which of the functions it runs is slow. Built-in functions are left
     out too, since they have no Python code to change.
+    """
+    raise NotImplementedError
+
+
+def peak_bytes(fn: Callable[..., Any], *args: Any) -> int:
+    """Bytes `fn(*args)` needed at its peak, beyond what was allocated before the call.
+
+    `tracemalloc` sees every allocation Python and NumPy make. If it is already tracing
+    (someone measuring something larger), its peak is reset and what is traced before
+    the call is subtracted, and it is left tracing; otherwise it runs for the call only.
+    """
+    raise NotImplementedError
+
+
+def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
+    """How many times each line of `fn`'s own code ran during `fn(*args)`.
+
+    A trace function sees every new frame; it traces line by line only the frames of
+    `fn`'s code object, so lines of the functions `fn` calls are not counted. The trace
+    function in force before (a debugger, a coverage tool) is put back afterwards, also
+    when `fn` raises.
     """
     raise NotImplementedError
 

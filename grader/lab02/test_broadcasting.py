@@ -1,7 +1,8 @@
 """Graders for lab02 (strides and broadcasting). Trusted: never imports student code.
 
-Values are judged here. What only the worker can see (does the window share memory with
-`x`, is it read-only) and the bans on NumPy's own helpers rest on the submission's source,
+Values are judged here (describe's facts against the same view built here). What only
+the worker can see (does the window share memory with `x`, is it read-only) and the bans
+on NumPy's own helpers rest on the submission's source,
 analysed here (`labkit.grading.refusals`): the helpers may not be reached under any
 spelling, and a file that reaches into the interpreter or the kit earns nothing from a
 check that believes a worker's report. The probe's runtime swap of the helpers stays as
@@ -9,6 +10,9 @@ a second line, never as the evidence.
 """
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,6 +165,180 @@ def test_c_strides_matches_numpy(student, shape, itemsize):
 @given(_SHAPES, _ITEMSIZES)
 def test_f_strides_matches_numpy(student, shape, itemsize):
     _strides_match(student.f_strides, "F", shape, itemsize)
+
+
+# --- describe: views built in the worker by the probe's builder, judged against the same
+# view built here -----------------------------------------------------------------------
+
+
+def _load_builder():
+    """probes.py's `build_view`, loaded here under its own name: one definition of how
+    a case's view is made, on both sides."""
+    spec = importlib.util.spec_from_file_location(
+        "lab02_view_builder", Path(__file__).with_name("probes.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_view
+
+
+build_view = _load_builder()
+_DTYPES = ("<f8", "<i4", "|u1", ">i2", "<c16", "<f4", "|b1")
+_HAND_PICKED = [
+    ((10,), "<f8", "C", []),
+    ((10,), "<f8", "C", [("index", slice(None, None, -1))]),
+    ((10,), "<i4", "C", [("index", slice(7, 1, -2))]),
+    ((3, 4), "<f8", "C", [("T", None)]),
+    ((3, 4), "<f8", "F", []),
+    ((3, 4), ">i2", "C", [("index", (slice(None), 1))]),
+    ((3, 4), "<f8", "C", [("T", None), ("reshape", (-1,))]),  # a copy: a new owner
+    ((12,), "<f8", "C", [("reshape", (3, 4)), ("index", (None, 1, Ellipsis))]),
+    ((9,), "<f4", "C", [("index", slice(2, None)), ("windows", 3)]),
+    ((6,), "|u1", "C", [("index", slice(None, None, -2)), ("windows", 2)]),
+    ((2, 3), "<c16", "C", [("repeat", 4)]),
+    ((4, 5), "<i4", "C", [("readonly", None), ("index", (slice(1, 3), slice(None, None, -1)))]),
+]
+
+
+def _random_step(rng: np.random.Generator, view: np.ndarray) -> tuple:
+    """One step that keeps `view` non-empty: a basic index, a transpose, a reshape or a
+    strided view (windows, repeats), or making it read-only."""
+    kinds = ["index", "index", "T", "reshape", "repeat", "readonly"]
+    if view.ndim == 1 and len(view) > 1:
+        kinds.append("windows")
+    kind = kinds[rng.integers(len(kinds))]
+    if kind == "windows":
+        return kind, int(rng.integers(1, len(view) + 1))
+    if kind == "repeat":
+        return kind, int(rng.integers(2, 4))
+    if kind == "reshape":
+        return kind, (-1,) if rng.random() < 0.5 else (1, *view.shape)
+    if kind != "index":
+        return kind, None
+    key: list = []
+    for n in view.shape:
+        dropped = any(isinstance(k, int) for k in key)
+        if n > 1 and view.ndim > 1 and not dropped and rng.random() < 0.2:
+            key.append(int(rng.integers(-n, n)))  # drops the axis (one at most: no scalar)
+            continue
+        step = int(rng.choice([1, 2, 3, -1, -2]))
+        first = int(rng.integers(0, n))
+        key.append(slice(first, None, step) if rng.random() < 0.5
+                   else slice(first, (first + step * 3) if first + step * 3 >= 0 else None, step))
+    if rng.random() < 0.3:
+        key.insert(int(rng.integers(0, len(key) + 1)), None)
+    return kind, tuple(key)
+
+
+def _describe_cases() -> list[tuple]:
+    """The hand-picked views and 40 drawn ones: 1-D to 3-D owners in C or F order, one to
+    three steps each."""
+    rng = np.random.default_rng(2029)
+    cases = list(_HAND_PICKED)
+    while len(cases) < len(_HAND_PICKED) + 40:
+        shape = tuple(int(n) for n in rng.integers(1, 6, size=rng.integers(1, 4)))
+        case = (shape, _DTYPES[rng.integers(len(_DTYPES))], "CF"[rng.integers(2)], [])
+        for _ in range(rng.integers(1, 4)):
+            case[3].append(_random_step(rng, build_view(*case)))
+        if build_view(*case).size:
+            cases.append(case)
+    return cases
+
+
+DESCRIBE_CASES = _describe_cases()
+
+
+def _index_text(key) -> str:
+    def one(k) -> str:
+        if isinstance(k, slice):
+            text = ":".join("" if v is None else str(v) for v in (k.start, k.stop, k.step))
+            return text.removesuffix(":") if k.step is None else text
+        return "..." if k is Ellipsis else str(k)
+    return ", ".join(one(k) for k in (key if isinstance(key, tuple) else (key,)))
+
+
+def _spelled(case: tuple) -> str:
+    """How a case's view is made, as code the student can run (no fact of it named)."""
+    shape, dtype, order, steps = case
+    text = f"np.zeros({shape}, dtype={dtype!r}, order={order!r})"
+    for step, arg in steps:
+        if step == "index":
+            text += f"[{_index_text(arg)}]"
+        elif step == "T":
+            text += ".T"
+        elif step == "reshape":
+            text += f".reshape({arg})"
+        elif step == "windows":  # the same view as lab02's own sliding_windows gives
+            text = f"sliding_windows({text}, {arg})"
+        elif step == "repeat":
+            text = (f"as_strided(X := {text}, shape=({arg}, *X.shape), "
+                    "strides=(0, *X.strides), writeable=False)")
+        else:
+            text = f"as_strided({text}, writeable=False)"
+    return text
+
+
+def _truth(view: np.ndarray) -> dict:
+    """The facts of `view`, read here: the offset from the data pointers."""
+    owner, node = view, view.base
+    while node is not None:
+        if isinstance(node, np.ndarray):
+            owner = node
+        node = node.base
+    return {
+        "shape": view.shape, "strides": view.strides, "dtype": view.dtype.str,
+        "itemsize": view.itemsize,
+        "offset": view.__array_interface__["data"][0] - owner.__array_interface__["data"][0],
+        "c_contiguous": view.flags.c_contiguous, "f_contiguous": view.flags.f_contiguous,
+        "owndata": view.flags.owndata, "writeable": view.flags.writeable,
+    }
+
+
+_KINDS = {
+    "shape": "ints", "strides": "ints", "dtype": "str", "itemsize": "int", "offset": "int",
+    "c_contiguous": "bool", "f_contiguous": "bool", "owndata": "bool", "writeable": "bool",
+}
+
+
+def _well_typed(value: object, kind: str) -> bool:
+    if kind == "ints":
+        return isinstance(value, tuple) and all(_is_int(n) for n in value)
+    if kind == "int":
+        return _is_int(value)
+    if kind == "str":
+        return isinstance(value, str)
+    return isinstance(value, bool | np.bool_)
+
+
+def _judge_describe(student, keys: tuple[str, ...]) -> None:
+    """`describe` of every case against the truth, on `keys` only (each check judges
+    its own facts): the dicts travel as data and are compared here."""
+    got = student.probe("describe_views", DESCRIBE_CASES, where="describe")
+    if not isinstance(got, list) or len(got) != len(DESCRIBE_CASES):
+        fail("describe_not_dicts")
+    for case, facts in zip(DESCRIBE_CASES, got, strict=True):
+        if not isinstance(facts, dict) or not all(
+                key in facts and _well_typed(facts[key], _KINDS[key]) for key in keys):
+            fail("describe_keys", keys=", ".join(keys))
+        truth = _truth(build_view(*case))
+        for key in keys:
+            if facts[key] != truth[key]:
+                fail("describe_wrong", fact=key, view=_spelled(case))
+
+
+@check("describe.layout")
+def test_describe_layout(student):
+    _judge_describe(student, ("shape", "strides", "dtype", "itemsize"))
+
+
+@check("describe.offset")
+def test_describe_offset(student):
+    _judge_describe(student, ("offset",))
+
+
+@check("describe.flags")
+def test_describe_flags(student):
+    _judge_describe(student, ("c_contiguous", "f_contiguous", "owndata", "writeable"))
 
 
 def _windows(x: np.ndarray, window: int) -> np.ndarray:

@@ -17,12 +17,20 @@ import builtins
 import cProfile  # noqa: F401 - loaded once in the zygote: every hotspot needs it
 import pstats  # noqa: F401 - likewise
 import random
+import sys
+import tracemalloc
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: E402, F401 - the backend first; loaded once for every plot
+import numpy as np  # noqa: E402
+
+# Bound before the student's module is imported: rebinding them there changes nothing here.
+_SETTRACE, _GETTRACE = sys.settrace, sys.gettrace
+_TRACE_START, _TRACE_STOP, _TRACING = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
+_ONES = np.ones
 
 # --- speedup_table ----------------------------------------------------------------------
 
@@ -50,6 +58,68 @@ def profile_program(student, source: str, entry: str, runs: int, n: int, items: 
     rng = random.Random(2024)
     data = [rng.random() for _ in range(items)]
     return [student.hotspot(namespace[entry], n, data) for _ in range(runs)]
+
+
+# --- peak_bytes and line_hits: programs the grader wrote, sizes and branches it answers --
+
+
+def _program(source: str, names: dict[str, object]) -> dict:
+    namespace: dict = {"__builtins__": builtins, **names}
+    exec(compile(source, "<lab03 program>", "exec"), namespace)  # noqa: S102 - the grader's text
+    return namespace
+
+
+def peak_in_program(student, source, entry, size_name, size, rows, held, old_peak):
+    """peak_bytes of the grader's program, whose arrays are as large as the callback
+    `size` answers (here, during the call). With `held` > 0, tracemalloc is already
+    tracing `held` float64 elements and an earlier peak of `old_peak` when it is called."""
+    fn = _program(source, {size_name: size, "np": np})[entry]
+    if not held:
+        return student.peak_bytes(fn, rows)
+    started = not _TRACING()
+    if started:
+        _TRACE_START()
+    try:
+        kept = _ONES(held)  # traced before the call, alive during it
+        _ONES(old_peak)  # freed at once: an earlier peak, higher than the call's
+        result = student.peak_bytes(fn, rows)
+        del kept
+        return result
+    finally:
+        if started:
+            _TRACE_STOP()
+
+
+def _mark() -> None:
+    """Called before and after line_hits: the trace function in force sees the call."""
+
+
+_MARK = _mark.__code__
+
+
+def lines_in_program(student, source, entry, count_name, count, flip_name, flip, seen, rows):
+    """line_hits of the grader's program (loop counts and branches answered by the
+    callbacks `count` and `flip`), under a trace function of this probe's that calls
+    `seen` whenever `_mark` runs: before the call, and after it only if line_hits put
+    this trace function back. A raising program's exception becomes its class name."""
+    fn = _program(source, {count_name: count, flip_name: flip})[entry]
+
+    def tracer(frame, event, _arg):
+        if event == "call" and frame.f_code is _MARK:
+            seen()
+
+    previous = _GETTRACE()
+    _SETTRACE(tracer)
+    try:
+        _mark()
+        try:
+            result = student.line_hits(fn, rows)
+        except Exception as exc:  # noqa: BLE001 - the program raises on purpose
+            result = type(exc).__name__
+        _mark()
+    finally:
+        _SETTRACE(previous)
+    return result
 
 
 # --- plot_speedup -----------------------------------------------------------------------

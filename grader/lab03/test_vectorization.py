@@ -8,9 +8,12 @@ here: their number shows `repeats` was passed on, their values that they came fr
 `default_rng(seed)`; its claimed gap is held against this process's own timing of the
 two sums. hotspot profiles a program written here with fresh random names and a hot
 function chosen at random, so its name cannot be derived from anything the call
-receives. plot_speedup's PNG is decoded here, its header bounded first. The two sums'
-line counts and their speed against a Python loop still come from probes (worker-side
-facts): the known gap in this principle, left for a trusted replacement.
+receives. peak_bytes and line_hits run programs written here whose array sizes, loop
+counts and branches this process's callbacks answer during the call, so the answer is
+known here alone (and the trace function put back is seen by a callback it makes).
+plot_speedup's PNG is decoded here, its header bounded first. Whether the two sums loop
+in Python rests on their source, parsed here, and on the worker's CPU time, read here
+from /proc.
 Timing checks compare against generous factors and take the best of several runs, so a
 busy machine slows things down without changing a grade.
 """
@@ -23,13 +26,14 @@ import math
 import random
 import secrets
 import struct
+import sys
 import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from labkit.grading import as_float, as_int, callback, check, fail
+from labkit.grading import as_float, as_int, callback, check, fail, refusals, refuse
 from labkit.sandbox.codec import Opaque
 
 # CPU seconds per element, read by this process from the worker's /proc around one
@@ -441,6 +445,203 @@ def test_hotspot_largest_own_time(student):
     if sum(a == entry for a in answers) >= 2:
         fail("hotspot_is_fn")
     assert sum(a == hot for a in answers) >= 2
+
+
+# --- peak_bytes and line_hits -----------------------------------------------------------
+# Both run a program written here with fresh names, whose sizes, loop counts and branches
+# are answered by this process's callbacks during the call: nothing the call receives
+# holds the answer, which is computed here from what the callbacks answered. Reading
+# the program's globals or frames would reveal those answers, so these checks pay only
+# for source free of reach-ins, less what the two profilers need: `tracemalloc`,
+# `sys.settrace`/`gettrace`, `fn.__code__` and `frame.f_code` (and `pathlib`, which
+# plot_speedup's contract needs).
+
+_PROFILER_NEEDS = {"__code__", "f_code", "settrace", "gettrace"}
+_PROFILER_IMPORTS = {"import tracemalloc", "import pathlib"}
+
+
+@pytest.fixture
+def profilers_only(submission) -> None:
+    """Fails the check before any call if the source reaches into the interpreter
+    beyond what a memory and a line profiler need."""
+    refuse([r for r in refusals(submission) if not (
+        r.kind == "reach_in"
+        and (r.what in _PROFILER_IMPORTS or r.what.rsplit(".", 1)[-1] in _PROFILER_NEEDS))])
+
+
+def _names(*roles: str) -> dict[str, str]:
+    return {role: f"{role[0]}{secrets.token_hex(5)}" for role in roles}
+
+
+_PEAK_PROGRAMS = {
+    "one": """def {entry}(rows):
+    {a} = np.ones((rows, {size}()))
+    return float({a}.sum())
+""",
+    # two temporaries one after the other: the peak is the larger one, not their sum
+    "two": """def {entry}(rows):
+    {a} = np.ones((rows, {size}()))
+    {total} = float({a}.sum())
+    del {a}
+    {b} = np.ones((rows, {size}()))
+    return {total} + float({b}.sum())
+""",
+}
+
+
+def _peak(student, kind: str, held: int = 0, old_peak: int = 0) -> tuple[int, int]:
+    """peak_bytes of a fresh program of `kind`: the answer and the bytes its arrays
+    take at their peak, from the sizes this process answered."""
+    names = _names("entry", "size", "a", "b", "total")
+    source = _PEAK_PROGRAMS[kind].format(**names)
+    rng = np.random.default_rng()
+    rows = int(rng.integers(1, 4))
+    answered: list[int] = []
+
+    def size() -> int:
+        answered.append(int(rng.integers(600_000, 1_400_000)) // rows)
+        return answered[-1]
+
+    got = student.probe("peak_in_program", source, names["entry"], names["size"],
+                        callback(size, "size"), rows, held, old_peak, where="peak_bytes")
+    if student.last_call.callbacks != ("size",) * (1 if kind == "one" else 2):
+        fail("fn_not_called_once")
+    return as_int(got), 8 * rows * max(answered)
+
+
+def _near(got: int, expected: int) -> bool:
+    return abs(got - expected) <= 0.1 * expected
+
+
+@check("peak_bytes.temporary")
+@pytest.mark.usefixtures("profilers_only")
+def test_peak_bytes_temporary(student):
+    for kind in ("one", "two", "one"):
+        got, expected = _peak(student, kind)
+        if not _near(got, expected):
+            fail("peak_wrong", megabytes=f"{got / 1e6:.2f}")
+
+
+@check("peak_bytes.already_tracing")
+@pytest.mark.usefixtures("profilers_only")
+def test_peak_bytes_already_tracing(student):
+    # 4.8 MB traced before and during the call, an earlier peak of 24 MB
+    got, expected = _peak(student, "one", held=600_000, old_peak=3_000_000)
+    if not _near(got, expected):
+        fail("peak_not_of_the_call", megabytes=f"{got / 1e6:.2f}")
+
+
+_LINE_PROGRAMS = {
+    "loop": """def {entry}(rows):
+    {total} = 0
+
+    for _ in range({count}()):
+        if {flip}():
+            {total} += rows
+        else:
+            {total} -= 1
+            {total} *= 1
+    {total} = {helper}({total})
+    return {total}
+
+
+def {helper}(x):
+    for _ in range(3):
+        x += 1
+    return x
+""",
+    "raises": """def {entry}(rows):
+    {total} = rows
+    for _ in range({count}()):
+        {total} += 1
+    if {flip}():
+        raise LookupError("raised on purpose")
+    return {total}
+""",
+}
+
+
+def _reference_hits(source: str, entry: str, names: dict[str, object], rows: int) -> dict:
+    """This process's own count of the lines `entry` ran, with the callbacks' answers
+    replayed: the same source compiled by the same Python gives the same line events."""
+    namespace: dict = dict(names)
+    exec(compile(source, "<lab03 program>", "exec"), namespace)  # noqa: S102 - our own text
+    code, hits = namespace[entry].__code__, {}
+
+    def local(frame, event, _arg):
+        if event == "line":
+            hits[frame.f_lineno] = hits.get(frame.f_lineno, 0) + 1
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, _event, _arg: local if frame.f_code is code else None)
+    try:
+        namespace[entry](rows)
+    except LookupError:
+        pass
+    finally:
+        sys.settrace(previous)
+    return hits
+
+
+def _lines(student, kind: str, restored: bool = False):
+    """line_hits of a fresh program of `kind`, placed at a random line, and what it
+    should be; fails unless fn ran once and, if `restored`, the trace function in force
+    before the call saw `_mark` run before it and again after it (so it was put back)."""
+    names = _names("entry", "count", "flip", "helper", "total")
+    source = "\n" * secrets.randbelow(40) + _LINE_PROGRAMS[kind].format(**names)
+    rng = np.random.default_rng()
+    n = int(rng.integers(5, 25))
+    flips = [True] if kind == "raises" else [bool(b) for b in rng.integers(0, 2, size=n)]
+    given: list[str] = []
+
+    def count() -> int:
+        given.append("count")
+        return n
+
+    def flip() -> bool:
+        given.append("flip")
+        return flips[min(given.count("flip"), len(flips)) - 1]
+
+    rows = int(rng.integers(2, 9))
+    got = student.probe("lines_in_program", source, names["entry"], names["count"],
+                        callback(count, "count"), names["flip"], callback(flip, "flip"),
+                        callback(lambda: None, "seen"), rows, where="line_hits")
+    events = student.last_call.callbacks
+    if restored and (events[:1] != ("seen",) or events[-1:] != ("seen",)
+                     or events.count("seen") != 2):
+        fail("tracer_not_restored")
+    if tuple(e for e in events if e != "seen") != ("count", *("flip",) * len(flips)):
+        fail("fn_not_called_once")
+    answers = iter([n, *flips])
+    expected = _reference_hits(source, names["entry"], {
+        names["count"]: lambda: next(answers), names["flip"]: lambda: next(answers)}, rows)
+    return got, expected
+
+
+def _hits_agree(got, expected: dict) -> bool:
+    return (isinstance(got, dict) and all(_is_count(k) and _is_count(v) for k, v in got.items())
+            and {int(k): int(v) for k, v in got.items()} == expected)
+
+
+def _is_count(n: object) -> bool:
+    return isinstance(n, int | np.integer) and not isinstance(n, bool)
+
+
+@check("line_hits.counts")
+@pytest.mark.usefixtures("profilers_only")
+def test_line_hits_counts(student):
+    for _ in range(2):
+        got, expected = _lines(student, "loop")
+        if not _hits_agree(got, expected):
+            fail("hits_wrong")
+
+
+@check("line_hits.restores_tracer")
+@pytest.mark.usefixtures("profilers_only")
+def test_line_hits_restores_tracer(student):
+    _lines(student, "loop", restored=True)
+    _lines(student, "raises", restored=True)
 
 
 # --- plot_speedup -----------------------------------------------------------------------

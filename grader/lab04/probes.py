@@ -28,6 +28,10 @@ _NP_RANDOM = np.random.random
 _ARRAY = np.array
 _RANDOM_STATE = random.getstate
 _NP_STATE = np.random.get_state
+_NP_SEED = np.random.seed
+_SEED = random.seed
+_GENERATOR = np.random.Generator
+_GENERATOR_RANDOM = np.random.Generator.random  # C-level: a look-alike object cannot pass
 _GET_LOGGER = logging.getLogger
 _STDLIB_LOGGING = logging
 _BASIC_CONFIG = logging.basicConfig
@@ -63,6 +67,32 @@ def draws_after_seeding(seeding, seed, n=5):
         )
         _RANDOM(), _NP_RANDOM(7)  # the state moves on before seeding again
     return runs
+
+
+def _draws(rng, n):
+    """`n` draws of `rng` if it is a NumPy Generator, through the class's own method
+    (bound before the student's code ran); None for anything else."""
+    return _ARRAY(_GENERATOR_RANDOM(rng, n)) if isinstance(rng, _GENERATOR) else None
+
+
+def make_rng_draws(seeding, seed, n=6):
+    """`make_rng(seed)`'s draws with the global generators seeded before it is made and
+    again between its draws (they must change nothing), for the grader to compare."""
+    _NP_SEED(1234), _SEED(1234)
+    rng = seeding.make_rng(seed)
+    _NP_SEED(99), _SEED(99), _NP_RANDOM(3), _RANDOM()
+    first = _draws(rng, n)
+    _NP_SEED(seed % 2**32), _SEED(seed)
+    return [first, _draws(rng, n)]
+
+
+def worker_rngs_draws(seeding, seed, n, draws=4):
+    """The first `draws` of each generator `worker_rngs(seed, n)` gives; None for an
+    item that is not a Generator, or instead of the list for a result that is none."""
+    rngs = seeding.worker_rngs(seed, n)
+    if not isinstance(rngs, list):
+        return None
+    return [_draws(rng, draws) for rng in rngs]
 
 
 def hashseed_after(seeding, seed):

@@ -155,6 +155,69 @@ def _state_untouched(student, bad_seeds) -> None:
         fail("state_changed_on_rejection")
 
 
+# --- make_rng and worker_rngs: draws made in the worker, judged against NumPy's here -------
+
+_GOOD_SEEDS = (5, 2024, 3_000_000_000)  # the edges 0 and 2**32 - 1: rejects_bad_seeds
+
+
+def _same_draws(got, expected: np.ndarray) -> bool:
+    return isinstance(got, np.ndarray) and got.dtype == expected.dtype and np.array_equal(
+        got, expected)
+
+
+@check("make_rng.draws_as_default_rng")
+@pytest.mark.usefixtures("believed")
+def test_make_rng_draws(student):
+    for seed in _GOOD_SEEDS:
+        got = student.probe("make_rng_draws", seed, where="make_rng")
+        expected = np.random.default_rng(seed).random(12)
+        if not isinstance(got, list) or len(got) != 2 or got[0] is None:
+            fail("not_a_generator")
+        if not (_same_draws(got[0], expected[:6]) and _same_draws(got[1], expected[6:])):
+            fail("make_rng_draws_differ", seed=seed)
+
+
+def _raises(kind: type[Exception] | tuple[type[Exception], ...], call) -> bool:
+    """Whether `call()` raises `kind` (another exception fails the check as raised)."""
+    try:
+        call()
+    except kind:
+        return True
+    return False
+
+
+@check("make_rng.rejects_bad_seeds")
+def test_make_rng_rejects_bad_seeds(student):
+    for seed in (0, 2**32 - 1):
+        if _raises((TypeError, ValueError), lambda seed=seed: student.make_rng(seed)):
+            fail("make_rng_edge_refused")
+    for seed in _NOT_INTS:
+        if not _raises(TypeError, lambda seed=seed: student.make_rng(seed)):
+            fail("make_rng_accepted", seed=repr(seed), kind="TypeError")
+    for seed in _OUT_OF_RANGE:
+        if not _raises(ValueError, lambda seed=seed: student.make_rng(seed)):
+            fail("make_rng_accepted", seed=repr(seed), kind="ValueError")
+
+
+@check("worker_rngs.spawned_streams")
+@pytest.mark.usefixtures("believed")
+def test_worker_rngs_spawned_streams(student):
+    for seed, n in ((7, 1), (7, 4), (2024, 3), (2**32 - 1, 2)):
+        got = student.probe("worker_rngs_draws", seed, n, where="worker_rngs")
+        if not isinstance(got, list) or len(got) != n or any(g is None for g in got):
+            fail("not_n_generators", n=n)
+        spawned = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n)]
+        if not all(_same_draws(g, rng.random(4)) for g, rng in zip(got, spawned, strict=True)):
+            fail("worker_rngs_not_spawned", seed=seed, n=n)
+
+
+@check("worker_rngs.rejects_bad_n")
+def test_worker_rngs_rejects_bad_n(student):
+    for n in (0, -3):
+        if not _raises(ValueError, lambda n=n: student.worker_rngs(7, n)):
+            fail("worker_rngs_accepted", n=n)
+
+
 # --- get_logger: parsing what it wrote --------------------------------------------------
 
 

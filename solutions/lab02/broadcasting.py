@@ -3,7 +3,8 @@
 Broadcasting aligns shapes from the right, so a (N,) target against (N, 1) predictions
 silently becomes an (N, N) table of every cross difference. Here you write that bug on
 purpose, then a loss that refuses it, then the rules NumPy itself follows: the
-broadcast shape, the strides of C and Fortran arrays, and a zero-copy sliding window.
+broadcast shape, the strides of C and Fortran arrays, the facts an array is made of,
+and a zero-copy sliding window.
 """
 
 from __future__ import annotations
@@ -90,6 +91,38 @@ def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
         strides.append(step)
         step *= size
     return tuple(strides)
+    ### END SOLUTION
+
+
+def describe(arr: np.ndarray) -> dict:
+    """The facts NumPy keeps about `arr`, read off it: no element is looked at.
+
+    `shape`, `strides`, `dtype` (`arr.dtype.str`) and `itemsize` say how to walk the
+    memory; `offset` is how many bytes after the first byte of the memory block that
+    owns the data (the last ndarray along the `.base` chain, or `arr` itself) the
+    array's first element sits; the four flags say how the walk relates to that block.
+    """
+    ### BEGIN SOLUTION
+    owner, node = arr, arr.base
+    while node is not None:  # as_strided puts a non-array holder in the chain: walk on
+        if isinstance(node, np.ndarray):
+            owner = node
+        node = node.base
+    # byte_bounds gives the lowest byte an array touches; a negative stride puts the
+    # first element above it, by (size - 1) * |stride| on that axis.
+    lowest = np.lib.array_utils.byte_bounds(arr)[0] - np.lib.array_utils.byte_bounds(owner)[0]
+    above = sum((n - 1) * -s for n, s in zip(arr.shape, arr.strides, strict=True) if s < 0)
+    return {
+        "shape": tuple(int(n) for n in arr.shape),
+        "strides": tuple(int(s) for s in arr.strides),
+        "dtype": arr.dtype.str,
+        "itemsize": int(arr.itemsize),
+        "offset": int(lowest + above),
+        "c_contiguous": bool(arr.flags.c_contiguous),
+        "f_contiguous": bool(arr.flags.f_contiguous),
+        "owndata": bool(arr.flags.owndata),
+        "writeable": bool(arr.flags.writeable),
+    }
     ### END SOLUTION
 
 

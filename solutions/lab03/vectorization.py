@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import sys
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,8 +119,8 @@ def hotspot(fn: Callable[..., Any], *args: Any) -> str:
     profiler = cProfile.Profile()
     profiler.runcall(fn, *args)
     stats = pstats.Stats(profiler).stats
-    code = getattr(fn, "__code__", None)
-    own = (code.co_filename, code.co_firstlineno, code.co_name) if code else None
+    code = fn.__code__
+    own = (code.co_filename, code.co_firstlineno, code.co_name)
     best_name, best_tottime = "", -1.0
     for key, (_calls, _primitive, tottime, _cumtime, _callers) in stats.items():
         filename, _line, name = key
@@ -127,6 +129,58 @@ def hotspot(fn: Callable[..., Any], *args: Any) -> str:
         if tottime > best_tottime:
             best_name, best_tottime = name, tottime
     return best_name
+    ### END SOLUTION
+
+
+def peak_bytes(fn: Callable[..., Any], *args: Any) -> int:
+    """Bytes `fn(*args)` needed at its peak, beyond what was allocated before the call.
+
+    `tracemalloc` sees every allocation Python and NumPy make. If it is already tracing
+    (someone measuring something larger), its peak is reset and what is traced before
+    the call is subtracted, and it is left tracing; otherwise it runs for the call only.
+    """
+    ### BEGIN SOLUTION
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    before, _ = tracemalloc.get_traced_memory()
+    try:
+        fn(*args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        if started:
+            tracemalloc.stop()
+    return peak - before
+    ### END SOLUTION
+
+
+def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
+    """How many times each line of `fn`'s own code ran during `fn(*args)`.
+
+    A trace function sees every new frame; it traces line by line only the frames of
+    `fn`'s code object, so lines of the functions `fn` calls are not counted. The trace
+    function in force before (a debugger, a coverage tool) is put back afterwards, also
+    when `fn` raises.
+    """
+    ### BEGIN SOLUTION
+    code, hits = fn.__code__, {}
+
+    def count_lines(frame, event, _arg):
+        if event == "line":
+            hits[frame.f_lineno] = hits.get(frame.f_lineno, 0) + 1
+        return count_lines
+
+    def on_call(frame, _event, _arg):
+        return count_lines if frame.f_code is code else None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(previous)
+    return hits
     ### END SOLUTION
 
 

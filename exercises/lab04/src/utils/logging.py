@@ -4,8 +4,6 @@ Imported as `utils.logging`; inside it, `import logging` would still be the stan
 library's (imports are absolute), so both can be used side by side.
 """
 
-from __future__ import annotations
-
 import sys
 from typing import TextIO
 
