@@ -25,8 +25,9 @@ CLASS = {
     "103": ("=Lee, Carol", "carol@uni.edu", "Sec A", "error"),  # a name that looks a formula
     "104": ("Kim, Dan", "dan@uni.edu", "Sec B", "missing"),
 }
+FULL = f"{lab_checks(LAB02).max_score:g}"  # lab02's full marks
 FAILED_ONE = made_up({CHECKS[1]: "fail"})
-EXPECTED = {"101": "14", "102": f"{FAILED_ONE.score:g}", "103": "", "104": ""}
+EXPECTED = {"101": FULL, "102": f"{FAILED_ONE.score:g}", "103": "", "104": ""}
 
 
 @pytest.fixture()
@@ -59,7 +60,7 @@ def test_canvas_import_without_a_template_has_canvas_layout(out):
     rows = table(made.dest)
     assert made.dest == out / "canvas-grades.csv" and made.students == 4 and not made.warning
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 02 (777)"]
-    assert rows[1][0].strip() == "Points Possible" and rows[1][5] == "14"
+    assert rows[1][0].strip() == "Points Possible" and rows[1][5] == FULL
     by_id = {r[1]: r for r in rows[2:]}
     assert {k: r[5] for k, r in by_id.items()} == EXPECTED  # error and missing: empty, not 0
     assert by_id["101"][0] == "Smith, Alice" and by_id["101"][4] == "Sec A"
@@ -99,7 +100,7 @@ def test_canvas_template_matches_by_sis_login_too(out, tmp_path):
     template.write_text("Student,ID,SIS User ID,SIS Login ID,Section,Lab 02 (777)\n"
                         '"Someone",555,,entry-101,Sec A,\n')
     made = lms.export(out, "canvas", template=template, assignment="Lab 02 (777)")
-    assert table(made.dest)[1][5] == "14" and made.unmatched == ("102", "103")
+    assert table(made.dest)[1][5] == FULL and made.unmatched == ("102", "103")
 
 
 def test_moodle_worksheet_without_and_with_a_template(out, tmp_path):
@@ -110,7 +111,7 @@ def test_moodle_worksheet_without_and_with_a_template(out, tmp_path):
     by_id = {r[0]: r for r in rows[1:]}
     assert {k: r[4] for k, r in by_id.items()} == {f"Participant {k}": v
                                                    for k, v in EXPECTED.items()}
-    assert by_id["Participant 104"][3] == "No submission" and by_id["Participant 101"][5] == "14"
+    assert by_id["Participant 104"][3] == "No submission" and by_id["Participant 101"][5] == FULL
     template = tmp_path / "worksheet.csv"
     template.write_text(
         "\ufeffIdentifier,Full name,Email address,Status,Grade,Maximum Grade,"
@@ -126,7 +127,7 @@ def test_moodle_worksheet_without_and_with_a_template(out, tmp_path):
     assert after[0] == before[0] and len(after) == len(before)
     grades = {r[0]: r[4] for r in after[1:]}
     # 777 is Carol by her email: an error, so her old grade gives way to an empty one
-    assert grades == {"Participant 101": "14", "Participant 102": EXPECTED["102"],
+    assert grades == {"Participant 101": FULL, "Participant 102": EXPECTED["102"],
                       "Participant 106": "",
                       "Participant 777": ""}
     assert after[1][7] == "Monday, 30 November 2026, 10:00 AM"  # Moodle's own columns kept
