@@ -2,9 +2,10 @@
 # labkit's Gradescope autograder setup. Gradescope runs this once, as root, while it builds
 # the autograder's image (this zip unpacked in /autograder/source). What it does:
 #  1. Finds Python @PYTHON@, the version the wheels in wheels/ were built for: the image's
-#     python@PYTHON@ if it has one; else the distribution's package (apt-get install
-#     python@PYTHON@ python@PYTHON@-venv); else a standalone CPython (python-build-standalone)
-#     installed by uv into /autograder/labkit/python. LABKIT_SETUP_PYTHON=/path/to/python
+#     python@PYTHON@ if it has one (apt-get adds python@PYTHON@-venv if it is missing);
+#     else the distribution's (apt-get install python@PYTHON@ python@PYTHON@-venv); else a
+#     standalone CPython (python-build-standalone) installed by uv into
+#     /autograder/labkit/python. LABKIT_SETUP_PYTHON=/path/to/python
 #     names the interpreter instead (any Python >= 3.11) and skips this step.
 #  2. Installs bubblewrap with apt-get when it can: labkit then sandboxes the student's
 #     code where the container allows user namespaces, and otherwise runs it as the
@@ -40,11 +41,18 @@ else
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
         "python$VERSION" "python$VERSION-venv"; } >/dev/null 2>&1 || true
     PY="$(command -v "python$VERSION" || true)"
+  elif ! "$PY" -c "import ensurepip" 2>/dev/null && command -v apt-get >/dev/null; then
+    echo "labkit setup: installing python$VERSION-venv (Debian and Ubuntu split it off)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        "python$VERSION-venv"; } >/dev/null 2>&1 || true
   fi
   if [ -z "$PY" ]; then
     echo "labkit setup: installing a standalone CPython $VERSION with uv"
+    if ! command -v curl >/dev/null && command -v apt-get >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl ca-certificates >/dev/null
+    fi
     curl -LsSf https://astral.sh/uv/install.sh \
-      | env UV_INSTALL_DIR="$KIT/bin" UV_NO_MODIFY_PATH=1 INSTALLER_NO_MODIFY_PATH=1 sh
+      | env UV_UNMANAGED_INSTALL="$KIT/bin" sh  # into $KIT/bin, no shell profile touched
     export UV_PYTHON_INSTALL_DIR="$KIT/python"
     "$KIT/bin/uv" python install "$VERSION"
     PY="$("$KIT/bin/uv" python find --python-preference only-managed "$VERSION")"
@@ -53,8 +61,7 @@ else
 fi
 echo "labkit setup: Python $("$PY" -c 'import sys; print(sys.version.split()[0])') at $PY"
 
-if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null \
-    && [ -z "${LABKIT_SETUP_PYTHON:-}" ]; then
+if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; } \
     >/dev/null 2>&1 || echo "labkit setup: no bubblewrap (student code will run as nobody)"
 fi
