@@ -127,20 +127,22 @@ def tree(tmp_path_factory):
     assert built.returncode == 0, built.stderr
     base = "/var/tmp" if os.path.isdir("/var/tmp") else None
     root = Path(tempfile.mkdtemp(prefix="labkit-autograder-test-", dir=base))
-    root.chmod(0o755)
-    (root / "source").mkdir()
-    with zipfile.ZipFile(out) as archive:
-        archive.extractall(root / "source")
-        names = archive.namelist()
-        modes = {i.filename: i.external_attr >> 16 for i in archive.infolist()}
-    env = {**os.environ, "LABKIT_AUTOGRADER_ROOT": str(root),
-           "LABKIT_SETUP_PYTHON": base_python, "LABKIT_SETUP_SYSTEM_PACKAGES": "1"}
-    env.pop("PYTHONPATH", None)
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True,
-                           text=True, env=env, timeout=600)
-    assert setup.returncode == 0, setup.stdout + setup.stderr
-    yield {"root": root, "names": names, "modes": modes}
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        root.chmod(0o755)
+        (root / "source").mkdir()
+        with zipfile.ZipFile(out) as archive:
+            archive.extractall(root / "source")
+            names = archive.namelist()
+            modes = {i.filename: i.external_attr >> 16 for i in archive.infolist()}
+        env = {**os.environ, "LABKIT_AUTOGRADER_ROOT": str(root),
+               "LABKIT_SETUP_PYTHON": base_python, "LABKIT_SETUP_SYSTEM_PACKAGES": "1"}
+        env.pop("PYTHONPATH", None)
+        setup = subprocess.run(["bash", str(root / "source" / "setup.sh")],
+                               capture_output=True, text=True, env=env, timeout=600)
+        assert setup.returncode == 0, setup.stdout + setup.stderr
+        yield {"root": root, "names": names, "modes": modes}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def grade(tree, files: dict[str, bytes], **env: str) -> dict:
