@@ -170,6 +170,10 @@ def test_the_zip_holds_the_scripts_at_its_root_and_labkit_from_its_wheel(tree):
     assert all(tree["modes"][name] & stat.S_IXUSR for name in ("setup.sh", "run_autograder"))
     wheels = [n for n in tree["names"] if n.startswith("wheels/")]
     assert len(wheels) == 1 and wheels[0].startswith("wheels/labkit-")
+    with zipfile.ZipFile(tree["root"] / "source" / wheels[0]) as wheel:
+        shipped = wheel.namelist()
+    assert "labkit/_data/grader/lab02/test_broadcasting.py" in shipped
+    assert not [n for n in shipped if "solutions" in n]
     assert "gradescope run lab02" in (tree["root"] / "source" / "run_autograder").read_text()
     python = tree["root"] / "labkit" / "venv" / "bin" / "python"
     where = subprocess.run([str(python), "-c", "import labkit; print(labkit.__file__)"],
