@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -22,6 +23,8 @@ from labkit.results import SCHEMA_FILE
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 CHECKS = [c.id for c in lab_checks(LAB02).checks]
 GRADESCOPE_TEST_KEYS = {"name", "score", "max_score", "status", "output", "visibility"}
+GRADESCOPE_SCHEMA = jsonschema.Draft202012Validator(  # Gradescope's documented fields
+    json.loads((Path(__file__).with_name("gradescope_results.schema.json")).read_text()))
 
 
 @pytest.fixture()
@@ -94,6 +97,8 @@ def test_gradescope_files_have_the_autograder_shape(out):
     dest, count = gradescope.export(out)
     files = sorted(dest.glob("*/results.json"))
     assert [f.parent.name for f in files] == ["ana", "ben", "cruz", "dora", "eli"]
+    for file in files:
+        GRADESCOPE_SCHEMA.validate(json.loads(file.read_text()))
     ben = json.loads((dest / "ben" / "results.json").read_text())
     assert ben["score"] == LAB02_FULL - 4 and len(ben["tests"]) == len(CHECKS)
     for test in ben["tests"]:
@@ -147,6 +152,7 @@ def test_grade_format_gradescope_and_json_alias(tmp_path):
     done = labkit("grade", "lab02", "--format", "gradescope", "--lang", "en", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
+    GRADESCOPE_SCHEMA.validate(document)
     assert document["score"] == LAB02_FULL and len(document["tests"]) == len(CHECKS)
     assert all(set(t) >= GRADESCOPE_TEST_KEYS and t["status"] == "passed"
                for t in document["tests"])

@@ -14,11 +14,19 @@ DAEMON = "LABKIT_DAEMON"  # 0: never leave a grading daemon behind
 DAEMON_IDLE = "LABKIT_DAEMON_IDLE"  # seconds an idle daemon waits before it exits
 RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
 DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
+AUTOGRADER_ROOT = "LABKIT_AUTOGRADER_ROOT"  # the Gradescope tree (default /autograder)
+PROCESS_NOBODY = "LABKIT_PROCESS_NOBODY"  # 1: process mode as root runs workers as 65534
 
 
 def get(name: str, environ: Mapping[str, str] | None = None) -> str:
     """The raw value of `name` ("" when unset)."""
     return (os.environ if environ is None else environ).get(name, "")
+
+
+def put(name: str, value: str) -> None:
+    """Set `name` for the rest of this process (an entry point choosing for the library,
+    as the Gradescope runner does for `PROCESS_NOBODY`)."""
+    os.environ[name] = value
 
 
 def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -1,4 +1,4 @@
-"""Instructors' commands: batch, export, report, and nbgrader export/push."""
+"""Instructors' commands: batch, export, report, similarity, nbgrader export/push, gradescope."""
 
 from __future__ import annotations
 
@@ -263,4 +263,56 @@ def push_to_nbgrader(out: Path, db: str, labs: tuple[str, ...], course_id: str,
     click.echo(f"{len(pushed.rows)} grade(s) written to nbgrader's gradebook {db}")
 
 
-COMMANDS = (batch, export, report_command, similarity_command, nbgrader_group)
+# --- issue 18: the Gradescope autograder ---
+
+
+@click.group("gradescope")
+def gradescope_group() -> None:
+    """Gradescope's autograder: build the zip to upload; `run` is what it runs."""
+
+
+@gradescope_group.command("build")
+@click.argument("lab_id", metavar="LAB")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("autograder.zip"), show_default=True, help="The zip to write.")
+@click.option("--python", "python", default=None, metavar="X.Y",
+              help="The CPython the image runs labkit with; its wheels are packed "
+              "(default: 3.12; setup.sh installs it where the image lacks it).")
+@click.option("--platform", "platforms", multiple=True, metavar="TAG",
+              help="The image's wheel platform tag (repeatable; default: manylinux 2.28, 2.17 "
+              "and 2014 on x86_64).")
+@click.option("--find-links", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Take the dependencies' wheels from this folder, not PyPI.")
+@click.option("--no-deps", is_flag=True, help="Pack labkit's wheel only: the image provides "
+              "the dependencies (setup.sh with LABKIT_SETUP_SYSTEM_PACKAGES=1).")
+@LANG_OPTION
+@REPO_OPTION
+def gradescope_build(lab_id: str, output: Path, python: str | None, platforms: tuple[str, ...],
+                     find_links: Path | None, no_deps: bool, lang: str,
+                     repo: Path | None) -> None:
+    """Write the autograder zip for LAB (setup.sh, run_autograder, wheels/) to upload."""
+    from labkit.interop import autograder
+
+    built = autograder.build(
+        registry.get_lab(lab_id), output, checkout(repo),
+        python=python or autograder.DEFAULT_PYTHON,
+        platforms=platforms or autograder.DEFAULT_PLATFORMS,
+        dependencies=not no_deps, find_links=find_links, lang=lang,
+    )
+    click.echo(f"wrote {built.path} ({len(built.wheels)} wheels, CPython {built.python})")
+
+
+@gradescope_group.command("run")
+@click.argument("lab_id", metavar="LAB")
+@LANG_OPTION
+def gradescope_run(lab_id: str, lang: str) -> None:
+    """Grade /autograder/submission into /autograder/results/results.json (what the
+    autograder's run_autograder does; LABKIT_AUTOGRADER_ROOT replaces /autograder)."""
+    from labkit.interop import autograder_run
+
+    path = autograder_run.run(registry.get_lab(lab_id), autograder_run.root(), lang)
+    click.echo(f"wrote {path}")
+
+
+COMMANDS = (batch, export, report_command, similarity_command, nbgrader_group,
+            gradescope_group)

@@ -9,7 +9,8 @@ Two modes (see the threat model in the README):
   semaphores); no capability; an unprivileged uid; a pids cgroup where the host has one.
 - `process`: no namespaces; the workers get resource limits and their whole process
   tree is killed when the grader is done with them, but they run as the user who
-  grades.
+  grades (as uid 65534 when that user is root and `LABKIT_PROCESS_NOBODY=1`, as in
+  the Gradescope autograder's container).
 
 `LABKIT_ISOLATION` (or `SandboxConfig.isolation` / `Zygote(isolation=...)`) picks one:
 `auto` (the default: bwrap when it works here, else process), `bwrap` or `process`.
@@ -251,6 +252,8 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
                           stderr=stderr, start_new_session=True)
     wrap = group.wrap if group is not None else list
     if isolation.mode == "process":
+        if os.geteuid() == 0 and settings.flag(settings.PROCESS_NOBODY):
+            command = _as_nobody(command)
         return subprocess.Popen(wrap(command), pass_fds=pass_fds, cwd=cwd, **common)
     precompile()
     as_root = os.geteuid() == 0
@@ -283,6 +286,18 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
         os.close(info_r)
         os.close(block_w)
     return process
+
+
+def _as_nobody(command: list[str]) -> list[str]:
+    """Process mode started as root with `LABKIT_PROCESS_NOBODY=1` (the Gradescope
+    autograder, in a container without user namespaces): the zygote drops to 65534
+    before it serves anything, so the student's code cannot write the kit or the
+    results; it gets its scratch folder (`--scratch`) to write in, and is told it shares
+    the machine (no machine-wide setting is changed for it). Opt-in: 65534 must be able
+    to reach the scratch folder (under `$TMPDIR`) and the runtime, as in a container."""
+    scratch = command[command.index("--scratch") + 1]
+    os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
+    return [*command, "--uid", str(SANDBOX_UID), "--unsandboxed", "1"]
 
 
 def _read_info(fd: int, process: subprocess.Popen) -> int:

@@ -1,7 +1,7 @@
 """The untrusted side: a zygote that forks the workers that run the student's code.
 
 Runs as `python -I -B -m labkit.sandbox.child.worker CONTROL_FD --scratch DIR [--uid UID]
-[--remove-scratch 1] [--private 1]`, inside the sandbox when there is one (see
+[--unsandboxed 1] [--remove-scratch 1] [--private 1]`, inside the sandbox when there is one (see
 `labkit.sandbox.isolation`).
 The zygote imports NumPy and the lab's trusted probes once, never the student's code;
 for each worker the grader sends it a pair of pipes, an output pipe, the job's files and
@@ -303,17 +303,20 @@ def _prctl(option: int, value: int) -> bool:
     return _PRCTL(option, value, 0, 0, 0) == 0
 
 
-def _drop_privileges(uid: int) -> None:
-    """Become `uid` with no capability at all (the sandbox started us as its root).
+def _drop_privileges(uid: int, sandboxed: bool = True) -> None:
+    """Become `uid` with no capability at all (started as root: the sandbox's, or the
+    machine's in process mode).
 
-    First, no more user namespaces in this sandbox (the limit is the sandbox's own):
-    a new one would give the student's code capabilities over new namespaces.
+    First, in a sandbox, no more user namespaces in it (the limit is the sandbox's own):
+    a new one would give the student's code capabilities over new namespaces. Outside
+    one (`sandboxed` False) that limit is the whole machine's, and is left alone.
     """
-    try:
-        with open("/proc/sys/user/max_user_namespaces", "w") as handle:
-            handle.write("0\n")
-    except OSError:  # a read-only /proc/sys: the sandbox still holds, with less margin
-        pass
+    if sandboxed:
+        try:
+            with open("/proc/sys/user/max_user_namespaces", "w") as handle:
+                handle.write("0\n")
+        except OSError:  # a read-only /proc/sys: the sandbox still holds, with less margin
+            pass
     for cap in range(64):
         _prctl(_PR_CAPBSET_DROP, cap)
     os.setgroups([])
@@ -897,7 +900,7 @@ def main() -> None:
     args = sys.argv[1:]
     options = dict(zip(args[1::2], args[2::2], strict=False))
     if "--uid" in options:
-        _drop_privileges(int(options["--uid"]))
+        _drop_privileges(int(options["--uid"]), sandboxed=not options.get("--unsandboxed"))
     scratch = options["--scratch"]
     zygote(int(args[0]), scratch, bool(options.get("--private")))
     if options.get("--remove-scratch"):
