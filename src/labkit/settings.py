@@ -14,6 +14,7 @@ DAEMON = "LABKIT_DAEMON"  # 0: never leave a grading daemon behind
 DAEMON_IDLE = "LABKIT_DAEMON_IDLE"  # seconds an idle daemon waits before it exits
 RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
 DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
+SCHEDULER = "LABKIT_SCHEDULER"  # a Dask scheduler for `labkit batch` (its --scheduler)
 
 
 def get(name: str, environ: Mapping[str, str] | None = None) -> str:

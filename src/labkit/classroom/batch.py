@@ -13,6 +13,9 @@ it arrives, so memory stays flat in N and a killed batch loses nothing it record
 
 A grading process that dies, or a grading that runs past a hard wall limit, is
 replaced; that student is recorded as `error` (marked for retry) and the batch goes on.
+
+Where the gradings run is a `Pool`: the local grading processes here (`_Pool`), or a Dask
+cluster's workers (`labkit.classroom.cluster`, passed in as `pool`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from labkit import __version__, fileset, i18n
 from labkit.classroom import submissions
@@ -81,6 +84,28 @@ class BatchSummary:
 
 
 Sink = Callable[[str, LabResult], None]
+Finished = tuple["_Task", dict[str, Any] | None, str]  # (task, result document, failure text)
+
+
+class Pool(Protocol):
+    """Where a batch's gradings run. `jobs` is how many are in flight at most; `wait`
+    blocks until some finish and gives each one's result document, or (document None)
+    the text of the kit's failure that stopped it."""
+
+    jobs: int
+
+    @property
+    def load(self) -> int: ...
+
+    def submit(self, task: _Task) -> None: ...
+
+    def wait(self) -> list[Finished]: ...
+
+    def close(self) -> None: ...
+
+
+# (lab, --jobs or None, scratch folder, logs folder) -> the pool a batch grades with
+PoolFactory = Callable[[LabSpec, "int | None", Path, Path], Pool]
 
 
 def default_jobs() -> int:
@@ -120,11 +145,13 @@ def grade_many(
     on_event: Callable[[BatchEvent], None] | None = None,
     sinks: Sequence[Sink] = (),
     max_unpacked: int = submissions.MAX_UNPACKED_BYTES,
+    pool: PoolFactory | None = None,
 ) -> BatchSummary:
     """Grade every entry of `submissions_dir` into the gradebook under `out`.
 
     `timeout` replaces the lab's per-call limit (s). `sinks` are called with
-    (student, result) after each grading is recorded (e.g. another gradebook).
+    (student, result) after each grading is recorded (e.g. another gradebook). `pool`
+    makes where the gradings run (default: `jobs` local grading processes).
     """
     started = time.monotonic()
     submissions_dir, out = Path(submissions_dir), Path(out)
@@ -134,8 +161,7 @@ def grade_many(
         if timeout <= 0:
             raise BatchError("--timeout must be a positive number of seconds")
         lab = dataclasses.replace(lab, call_timeout=float(timeout))
-    jobs = jobs or default_jobs()
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise BatchError("--jobs must be at least 1")
     emit = on_event or (lambda _event: None)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,8 +173,9 @@ def grade_many(
         scratch = (out / ".scratch").resolve()  # the grading processes' TMPDIR
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
-        run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
-                                __version__)
+        workers = (pool or _Pool)(lab, jobs, scratch, out / "logs")
+        run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), workers.jobs,
+                                lab.call_timeout, __version__)
         emit(BatchEvent("start", 0, len(entries)))
         done = 0
 
@@ -164,13 +191,12 @@ def grade_many(
             counts["errors" if kind == "error" else "graded"] += 1
             emit(BatchEvent(kind, done, len(entries), task.entry.student, result))
 
-        pool = _Pool(lab, jobs, scratch, out / "logs")
         try:
             pending = iter(entries)
             serials = itertools.count(1)
             exhausted = False
             while True:
-                while not exhausted and pool.load < 2 * jobs:  # a few ready, never all
+                while not exhausted and workers.load < 2 * workers.jobs:  # a few ready, never all
                     entry = next(pending, None)
                     if entry is None:
                         exhausted = True
@@ -188,10 +214,10 @@ def grade_many(
                         task.retried = (previous is not None and previous.retry
                                         and previous.digest == task.digest
                                         and previous.grader_key == key)
-                        pool.submit(task)
-                if exhausted and pool.load == 0:
+                        workers.submit(task)
+                if exhausted and workers.load == 0:
                     break
-                for task, document, failure in pool.wait():
+                for task, document, failure in workers.wait():
                     if document is not None:
                         result = LabResult.from_dict(document)
                         if task.note:
@@ -206,7 +232,7 @@ def grade_many(
                         finish(task, error_result(lab, failure, lang, task.files_digest,
                                                   max_score), retry=True)
         finally:
-            pool.close()
+            workers.close()
             shutil.rmtree(scratch, ignore_errors=True)
         book.finish_run(run_id, counts["graded"], counts["skipped"], counts["errors"])
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
@@ -271,7 +297,8 @@ def _exclusive(out: Path) -> Iterator[None]:
 class _Grader:
     """One `labkit.classroom.gradeserver` process and the submission it is grading, if any."""
 
-    def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path) -> None:
+    def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path,
+                 env: dict[str, str] | None = None, host: str = "") -> None:
         self.index = index
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -279,7 +306,7 @@ class _Grader:
         tmp.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / f"grader-{index}.log"
-        env = {**os.environ, "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
+        env = {**os.environ, **(env or {}), "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
         env.pop("PYTEST_ADDOPTS", None)
         with open(self.log, "wb") as log:  # this run's log replaces the last one's
             self.process = subprocess.Popen(
@@ -297,7 +324,7 @@ class _Grader:
         self.ready = False
         self.task: _Task | None = None
         self.deadline = time.monotonic() + STARTUP_LIMIT
-        self.send({"op": "init", "lab": lab.to_dict()})
+        self.send({"op": "init", "lab": lab.to_dict(), **({"host": host} if host else {})})
 
     def send(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> None:
         """Write one request, by the process's deadline at the latest. One that died or
@@ -345,8 +372,9 @@ class _Grader:
 class _Pool:
     """N grading processes, started on first use, replaced when one dies or hangs."""
 
-    def __init__(self, lab: LabSpec, jobs: int, scratch: Path, logs: Path) -> None:
-        self.lab, self.jobs, self.scratch, self.logs = lab, jobs, scratch, logs
+    def __init__(self, lab: LabSpec, jobs: int | None, scratch: Path, logs: Path) -> None:
+        self.lab, self.scratch, self.logs = lab, scratch, logs
+        self.jobs = jobs or default_jobs()
         self.graders: list[_Grader] = []
         self.queue: deque[_Task] = deque()
         self.selector = selectors.DefaultSelector()
@@ -388,9 +416,9 @@ class _Pool:
                 grader.send({"op": "grade", "id": task.serial, "lang": task.lang,
                              "files": names}, blobs)
 
-    def wait(self) -> list[tuple[_Task, dict[str, Any] | None, str]]:
+    def wait(self) -> list[Finished]:
         """Block until something finishes; each item is (task, document, failure text)."""
-        finished: list[tuple[_Task, dict[str, Any] | None, str]] = []
+        finished: list[Finished] = []
         while not finished and self.load:
             soonest = min((g.deadline for g in self.graders if g.task or not g.ready),
                           default=time.monotonic() + 1.0)

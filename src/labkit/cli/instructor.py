@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from labkit import settings
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
@@ -33,7 +34,8 @@ def _chosen_isolation() -> str:
 @click.argument("submissions", metavar="SUBMISSIONS",
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Submissions graded at once (default: the number of cores).")
+              help="Submissions graded at once (default: the number of cores, or the "
+              "cluster's threads).")
 @OUT_OPTION
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds allowed per call to student code (default: the lab's).")
@@ -41,8 +43,11 @@ def _chosen_isolation() -> str:
 @LANG_OPTION
 @click.option("--nbgrader-db", default=None, metavar="PATH",
               help="Also write the grades into this nbgrader gradebook (see `labkit nbgrader`).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Grade on this Dask cluster (tls://HOST:PORT, or tcp://127.0.0.1:PORT; "
+              "default: $LABKIT_SCHEDULER, else here). Needs labkit[dask].")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
-          regrade: bool, lang: str, nbgrader_db: str | None) -> None:
+          regrade: bool, lang: str, nbgrader_db: str | None, scheduler: str | None) -> None:
     """Grade a class: each folder or .zip in SUBMISSIONS is one student's workspace.
 
     Results go to OUT/gradebook.sqlite as each submission finishes; running the same
@@ -53,7 +58,13 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     from labkit.cli import progress
 
     lab = registry.get_lab(lab_id)
-    if _chosen_isolation() == "process":  # once, before anything is graded
+    scheduler = scheduler or settings.get(settings.SCHEDULER) or None
+    pool = None
+    if scheduler:  # the cluster's workers grade in bubblewrap, whatever this machine has
+        from labkit.classroom import cluster
+
+        pool = cluster.on_cluster(scheduler)
+    elif _chosen_isolation() == "process":  # once, before anything is graded
         click.echo("warning: process isolation: between submissions labkit ends every "
                    "process and removes System V shared memory, but not System V semaphores "
                    "or message queues, POSIX IPC or files outside its scratch folder "
@@ -61,7 +72,7 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     show = progress.for_terminal()
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
-                                      regrade=regrade, lang=lang, on_event=show)
+                                      regrade=regrade, lang=lang, on_event=show, pool=pool)
     finally:
         show.close()
     if summary.ignored:
