@@ -21,20 +21,50 @@ START_SECONDS = 60.0
 # death makes only the grading it ran suspect), and a submission is tried on two workers
 # at most: Dask's `allowed-failures` (3 by default) is the bound the batch relies on.
 ENV = {"DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0",
-       "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1"}
+       "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
+       "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}  # as the README recommends
 # Loaded into every worker: a submission holding workerfault.MARK takes its worker down.
 PRELOAD = TESTS / "workerfault.py"
 
 
-class LoopbackCluster:
-    """The scheduler and its workers, each its own process group (killed as a node dies)."""
+def certificates(folder: Path) -> dict[str, str]:
+    """A self-signed certificate and key (the CA too) for a TLS cluster on loopback, as
+    files; returns Dask's client configuration for them."""
+    from distributed.security import Security
 
-    def __init__(self, root: Path) -> None:
+    made = Security.temporary()  # PEM texts in memory
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ca.pem").write_text(made.tls_ca_file)
+    (folder / "cert.pem").write_text(made.tls_client_cert)
+    (folder / "key.pem").write_text(made.tls_client_key)
+    return {"distributed.comm.tls.ca-file": str(folder / "ca.pem"),
+            "distributed.comm.tls.client.cert": str(folder / "cert.pem"),
+            "distributed.comm.tls.client.key": str(folder / "key.pem")}
+
+
+class LoopbackCluster:
+    """The scheduler and its workers, each its own process group (killed as a node dies);
+    over TLS when given `certs` (the folder `certificates` wrote)."""
+
+    def __init__(self, root: Path, certs: Path | None = None, workers: int = 2) -> None:
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.file = root / "scheduler.json"
         self.env = {**os.environ, **ENV}
         self.env.pop("PYTEST_ADDOPTS", None)
-        self.scheduler = self._spawn("scheduler", [*DASK, "--host", "127.0.0.1", "--port", "0",
+        self.tls = [] if certs is None else [
+            "--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / "cert.pem"),
+            "--tls-key", str(certs / "key.pem")]
+        self.security = None
+        if certs is not None:
+            from distributed.security import Security
+
+            self.security = Security(
+                tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "cert.pem"),
+                tls_client_key=str(certs / "key.pem"), require_encryption=True)
+        protocol = ["--protocol", "tls"] if certs is not None else []
+        self.scheduler = self._spawn("scheduler", [*DASK, *protocol, *self.tls, "--host",
+                                                   "127.0.0.1", "--port", "0",
                                                    "--no-dashboard", "--scheduler-file",
                                                    str(self.file)])
         deadline = time.monotonic() + START_SECONDS
@@ -44,9 +74,7 @@ class LoopbackCluster:
         self.address = json.loads(self.file.read_text())["address"]
         self.port = int(self.address.rsplit(":", 1)[1])
         self.workers: dict[str, subprocess.Popen] = {}
-        for name in ("w1", "w2"):
-            self.start_worker(name)
-        self.wait_for(2)
+        self.wait_for(workers)
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         with open(self.root / f"{name}.log", "ab") as log:
@@ -58,8 +86,8 @@ class LoopbackCluster:
 
     def start_worker(self, name: str) -> None:
         self.workers[name] = self._spawn(name, [
-            *WORKER, self.address, "--nthreads", "1", "--host", "127.0.0.1", "--name", name,
-            "--no-dashboard", "--preload", str(PRELOAD), "--death-timeout", "60",
+            *WORKER, self.address, *self.tls, "--nthreads", "1", "--host", "127.0.0.1",
+            "--name", name, "--no-dashboard", "--preload", str(PRELOAD), "--death-timeout", "60",
             "--local-directory", str(self.root / name)])
 
     def kill_worker(self, name: str) -> None:
@@ -71,7 +99,8 @@ class LoopbackCluster:
     def worker_addresses(self) -> list[str]:
         from distributed import Client
 
-        with Client(self.address, timeout=30, set_as_default=False) as client:
+        with Client(self.address, timeout=30, security=self.security,
+                    set_as_default=False) as client:
             return list(client.nthreads())
 
     def wait_for(self, count: int) -> None:
@@ -81,7 +110,8 @@ class LoopbackCluster:
         for name in ("w1", "w2")[:count]:
             if name not in self.workers:
                 self.start_worker(name)
-        with Client(self.address, timeout=30, set_as_default=False) as client:
+        with Client(self.address, timeout=30, security=self.security,
+                    set_as_default=False) as client:
             client.wait_for_workers(count, timeout=START_SECONDS)
 
     def close(self) -> None:

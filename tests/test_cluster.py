@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 from batchkit import LAB02, SOLUTION, folder
 from click.testing import CliRunner
-from clusterkit import LoopbackCluster, mixed_class, network_probe
+from clusterkit import LoopbackCluster, certificates, mixed_class, network_probe
 from workerfault import MARK
 
 from labkit import i18n
@@ -241,3 +241,25 @@ def test_a_batch_killed_mid_batch_resumes_on_the_cluster(loopback, tmp_path):
     assert f"{n - kept} graded, {kept} unchanged (skipped)" in rerun.stdout
     assert rows(db, "SELECT count(*) FROM submissions") == [(n,)]
     assert all(d["score"] == 14 for d in current(db).values())
+
+
+@pytest.mark.slow
+def test_a_tls_cluster_is_reached_with_the_certificates_in_dasks_configuration(tmp_path):
+    pytest.importorskip("cryptography")  # Security.temporary makes the certificates
+    import dask.config
+
+    configuration = certificates(tmp_path / "certs")
+    tls = LoopbackCluster(tmp_path / "tls", certs=tmp_path / "certs", workers=1)
+    try:
+        assert tls.address.startswith("tls://127.0.0.1:")
+        folder(tmp_path / "class", "alice", SOLUTION)
+        with pytest.raises(batch.BatchError, match="needs the cluster's CA"):
+            cluster.on_cluster(tls.address)  # no certificates configured yet
+        with dask.config.set(configuration):
+            summary = batch.grade_many(LAB02, tmp_path / "class", tmp_path / "out",
+                                       timeout=TIMEOUT, pool=cluster.on_cluster(tls.address))
+        (alice,) = current(summary.gradebook).values()
+        assert alice["score"] == 14 and alice["isolation"] == "bwrap"
+        assert " tls://127.0.0.1:" in alice["host"]  # the worker's own address is TLS too
+    finally:
+        tls.close()

@@ -16,9 +16,9 @@ MARK = b"# stands for a submission that takes its node down"
 def dask_setup(worker: object) -> None:
     grade = clusterworker.GradingPlugin.grade
 
-    def grade_or_die(self, serial, lang, key, files):  # type: ignore[no-untyped-def]
+    def grade_or_die(self, serial, lang, key, files):
         if any(MARK in data for data in files.values()):
             os.kill(os.getpid(), signal.SIGKILL)
         return grade(self, serial, lang, key, files)
 
-    clusterworker.GradingPlugin.grade = grade_or_die  # type: ignore[method-assign]
+    clusterworker.GradingPlugin.grade = grade_or_die
