@@ -105,7 +105,7 @@ class Pool(Protocol):
 
 
 # (lab, --jobs or None, scratch folder, logs folder) -> the pool a batch grades with
-PoolFactory = Callable[[LabSpec, "int | None", Path, Path], Pool]
+PoolFactory = Callable[[LabSpec, int | None, Path, Path], Pool]
 
 
 def default_jobs() -> int:
@@ -295,7 +295,10 @@ def _exclusive(out: Path) -> Iterator[None]:
 
 
 class _Grader:
-    """One `labkit.classroom.gradeserver` process and the submission it is grading, if any."""
+    """One `labkit.classroom.gradeserver` process and the submission it is grading, if any
+    (a Dask worker keeps some too: `labkit.classroom.clusterworker`). `env` adds to the
+    process's environment; `host` is what its results name as the grading machine
+    (default: this machine's name)."""
 
     def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path,
                  env: dict[str, str] | None = None, host: str = "") -> None:

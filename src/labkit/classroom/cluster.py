@@ -179,7 +179,7 @@ class DaskPool:
             if "fatal" in outcome:
                 raise batch.BatchError(str(outcome["fatal"]))
             return task, outcome.get("result"), str(outcome.get("failure", ""))
-        if future.status == "cancelled":
+        if future.status != "error":  # cancelled or lost: the scheduler went away
             raise batch.BatchError(f"lost the Dask scheduler at {self.address}")
         error = future.exception()
         if isinstance(error, KilledWorker):  # the scheduler's bound of tries: it is the submission
