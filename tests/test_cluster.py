@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -155,7 +156,10 @@ def test_the_cluster_grades_a_mixed_class_exactly_like_the_local_batch(loopback,
         assert where_free(document) == where_free(local[student]), student
         if kinds[student] != "corrupt":
             assert document["isolation"] == "bwrap"
+            assert local[student]["host"] == socket.gethostname()
             hosts.add(document["host"].rsplit(" ", 1)[1])
+        else:  # nothing was graded: no host
+            assert "host" not in document and "host" not in local[student]
     assert hosts == workers  # both workers graded
     assert graded["correct00"]["score"] == 14 and graded["stub00"]["score"] == 0
     assert {c["status"] for c in graded["loops"]["checks"]} == {"timeout"}

@@ -165,10 +165,11 @@ class DaskPool:
                 done = set()
             if not done and self.client.status != "running":
                 raise batch.BatchError(f"lost the Dask scheduler at {self.address}")
-            for future in done:
-                finished.append(self._outcome(self.running.pop(future), future))
+            tasks = [(self.running.pop(future), future) for future in done]
+            self._dispatch()  # the next gradings start before these results are fetched
+            for task, future in tasks:
+                finished.append(self._outcome(task, future))
                 future.release()
-            self._dispatch()
         return finished
 
     def _outcome(self, task: batch._Task, future: Future) -> batch.Finished:
