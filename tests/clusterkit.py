@@ -50,6 +50,7 @@ class LoopbackCluster:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.file = root / "scheduler.json"
+        self.file.unlink(missing_ok=True)  # a scheduler of before would be taken for this one
         self.env = {**os.environ, **ENV}
         self.env.pop("PYTEST_ADDOPTS", None)
         self.tls = [] if certs is None else [
@@ -68,13 +69,19 @@ class LoopbackCluster:
                                                    "--no-dashboard", "--scheduler-file",
                                                    str(self.file)])
         deadline = time.monotonic() + START_SECONDS
-        while not self.file.exists() and time.monotonic() < deadline:
-            assert self.scheduler.poll() is None, self.log("scheduler")
+        while not self.file.exists():
+            if time.monotonic() > deadline or self.scheduler.poll() is not None:
+                self.scheduler.kill()
+                raise AssertionError(self.log("scheduler"))
             time.sleep(0.1)
         self.address = json.loads(self.file.read_text())["address"]
         self.port = int(self.address.rsplit(":", 1)[1])
         self.workers: dict[str, subprocess.Popen] = {}
-        self.wait_for(workers)
+        try:
+            self.wait_for(workers)
+        except BaseException:
+            self.close()
+            raise
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         with open(self.root / f"{name}.log", "ab") as log:
@@ -115,7 +122,7 @@ class LoopbackCluster:
             client.wait_for_workers(count, timeout=START_SECONDS)
 
     def close(self) -> None:
-        for process in [*self.workers.values(), self.scheduler]:
+        for process in [*getattr(self, "workers", {}).values(), self.scheduler]:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
