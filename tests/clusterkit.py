@@ -111,15 +111,24 @@ class LoopbackCluster:
             return list(client.nthreads())
 
     def wait_for(self, count: int) -> None:
-        """Until `count` workers are connected (restarting those that were killed)."""
+        """Until `count` workers are connected: those killed are started again, and so is
+        one that exited on its own (a nanny can fail to start its worker on a busy machine)."""
         from distributed import Client
 
-        for name in ("w1", "w2")[:count]:
-            if name not in self.workers:
-                self.start_worker(name)
+        deadline = time.monotonic() + START_SECONDS
         with Client(self.address, timeout=30, security=self.security,
                     set_as_default=False) as client:
-            client.wait_for_workers(count, timeout=START_SECONDS)
+            while True:
+                for name in ("w1", "w2")[:count]:
+                    if name not in self.workers or self.workers[name].poll() is not None:
+                        self.workers.pop(name, None)
+                        self.start_worker(name)
+                try:
+                    client.wait_for_workers(count, timeout=5)
+                    return
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        raise
 
     def close(self) -> None:
         for process in [*getattr(self, "workers", {}).values(), self.scheduler]:
