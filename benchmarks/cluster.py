@@ -133,6 +133,13 @@ def compare(n: int, timeout: float, labs_n: int, keep: Path | None, rounds: int 
             stop_cluster(processes)
         print(f"outcomes: local {statuses(work / 'out-local-0')}; "
               f"cluster {statuses(work / 'out-cluster-0')}")
+        for i in range(rounds):
+            here = durations(work / f"out-local-{i}")
+            there = durations(work / f"out-cluster-{i}")
+            differ = sorted(s for s in here if here[s][0] != there[s][0])
+            if differ:  # e.g. a submission that kills its zygote grades by timing anywhere
+                print(f"[{i + 1}] statuses differ: " + ", ".join(
+                    f"{s} ({kinds[s]}: {here[s][0]} here, {there[s][0]} there)" for s in differ))
         best_local = max(r["rate"] for r in local)
         best_cluster = max(r["rate"] for r in on_cluster)
         steady_local = max(steady_rate(work / f"out-local-{i}") for i in range(rounds))

@@ -166,7 +166,9 @@ EXITS_AT_IMPORT = SOLUTION + "\nimport os\nos._exit(3)\n"
 def mixed_class(root: Path, probe: str) -> dict[str, str]:
     """62 lab02 submissions: correct (folders and zips), every mutant of
     tests/mutants/lab02.toml, stubs, one that loops, two hostile ones (`probe`, one that
-    exits at import) and a corrupt zip; each file unique. Returns student -> kind."""
+    exits at import) and a corrupt zip; each file unique. Returns student -> kind.
+    Not one that kills its zygote: which checks that costs depends on timing, on either
+    back end, so two gradings of it need not agree."""
     root.mkdir(parents=True, exist_ok=True)
     kinds: dict[str, str] = {}
 
