@@ -16,6 +16,11 @@ graded as notebooks by `nbgrader autograde` and by `labkit batch`
 
 Targets on a 2-core machine: >= 20 non-looping submissions/s with 2 jobs; a looping
 submission costs its timeout + <= 0.2 s; the parent's peak memory flat from 300 to 3000.
+
+With `--scheduler` it measures the Dask back end instead (benchmarks/cluster.py): the
+same class graded by the local pool (`--jobs 2`) and by a loopback cluster of two
+single-thread workers in the same run, the cluster's overhead (target <= 15 %), and each
+lab's throughput per core, with what it predicts for 50,000 submissions.
 """
 
 from __future__ import annotations
@@ -127,13 +132,16 @@ def machine_busy() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_batch(subs: Path, out: Path, jobs: int, timeout: float) -> dict:
+def run_batch(subs: Path, out: Path, jobs: int | None, timeout: float | None,
+              *extra: str, lab: str = "lab02") -> dict:
     """`labkit batch` in its own process: wall time, tree CPU, parent's peak RSS."""
     busy = machine_busy()
     start = time.perf_counter()
+    options = [*(["--jobs", str(jobs)] if jobs else []),
+               *(["--timeout", str(timeout)] if timeout else []), *extra]
     proc = subprocess.run(
-        [sys.executable, "-c", RSS_HOOK, "batch", "lab02", str(subs), "--out", str(out),
-         "--jobs", str(jobs), "--timeout", str(timeout), "--lang", "en"],
+        [sys.executable, "-c", RSS_HOOK, "batch", lab, str(subs), "--out", str(out),
+         *options, "--lang", "en"],
         capture_output=True, text=True,
     )
     wall = time.perf_counter() - start
@@ -271,9 +279,19 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep the class and outputs here")
     parser.add_argument("--nbgrader-n", type=int, default=20,
                         help="notebooks for the nbgrader autograde comparison (0: skip)")
+    parser.add_argument("--scheduler", action="store_true",
+                        help="local pool vs a loopback Dask cluster, and per-lab throughput")
+    parser.add_argument("--per-lab", type=int, default=4,
+                        help="with --scheduler: correct submissions per lab timed alone")
     args = parser.parse_args()
     if not shutil.which("labkit"):
         sys.exit("labkit is not installed (pip install -e .)")
+    if args.scheduler:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from cluster import compare
+
+        compare(args.n, args.timeout, args.per_lab, args.keep)
+        return
     work = Path(args.keep or tempfile.mkdtemp(prefix="labkit-bench-batch-"))
     work.mkdir(parents=True, exist_ok=True)
     try:

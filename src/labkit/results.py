@@ -82,6 +82,8 @@ class LabResult:
     `status` is `pass` when every check passes, `error` when the workspace could not
     be graded at all (then `message` says why), `fail` otherwise. `digest` is the
     SHA-256 of the graded files, so a gradebook can tell a resubmission from a rerun.
+    `host` names the machine (on a cluster, also the Dask worker) whose trusted grading
+    process graded it ("" when nothing was graded, or by `labkit grade`).
     """
 
     lab: str
@@ -95,16 +97,18 @@ class LabResult:
     isolation: str
     checks: tuple[CheckResult, ...] = field(default_factory=tuple)
     message: str = ""
+    host: str = ""
 
     def __post_init__(self) -> None:
-        _storable(self, "lab", "labkit_version", "digest", "lang", "isolation", "message")
+        _storable(self, "lab", "labkit_version", "digest", "lang", "isolation", "message",
+                  "host")
 
     @property
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is not Status.PASS]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "schema": SCHEMA,
             "lab": self.lab,
             "status": self.status.value,
@@ -118,6 +122,9 @@ class LabResult:
             "message": self.message,
             "checks": [c.to_dict() for c in self.checks],
         }
+        if self.host:
+            data["host"] = self.host
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
@@ -138,6 +145,7 @@ class LabResult:
             isolation=data["isolation"],
             checks=tuple(CheckResult.from_dict(c) for c in data["checks"]),
             message=data.get("message", ""),
+            host=data.get("host", ""),
         )
 
 

@@ -16,6 +16,7 @@ RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
 DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
 AUTOGRADER_ROOT = "LABKIT_AUTOGRADER_ROOT"  # the Gradescope tree (default /autograder)
 PROCESS_NOBODY = "LABKIT_PROCESS_NOBODY"  # 1: process mode as root runs workers as 65534
+SCHEDULER = "LABKIT_SCHEDULER"  # a Dask scheduler for `labkit batch` (its --scheduler)
 
 
 def get(name: str, environ: Mapping[str, str] | None = None) -> str:

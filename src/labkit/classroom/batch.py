@@ -13,6 +13,9 @@ it arrives, so memory stays flat in N and a killed batch loses nothing it record
 
 A grading process that dies, or a grading that runs past a hard wall limit, is
 replaced; that student is recorded as `error` (marked for retry) and the batch goes on.
+
+Where the gradings run is a `Pool`: the local grading processes here (`_Pool`), or a Dask
+cluster's workers (`labkit.classroom.cluster`, passed in as `pool`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from labkit import __version__, fileset, i18n
 from labkit.classroom import layouts, submissions
@@ -86,6 +89,28 @@ class BatchSummary:
 
 
 Sink = Callable[[str, LabResult], None]
+Finished = tuple["_Task", dict[str, Any] | None, str]  # (task, result document, failure text)
+
+
+class Pool(Protocol):
+    """Where a batch's gradings run. `jobs` is how many are in flight at most; `wait`
+    blocks until some finish and gives each one's result document, or (document None)
+    the text of the kit's failure that stopped it."""
+
+    jobs: int
+
+    @property
+    def load(self) -> int: ...
+
+    def submit(self, task: _Task) -> None: ...
+
+    def wait(self) -> list[Finished]: ...
+
+    def close(self) -> None: ...
+
+
+# (lab, --jobs or None, scratch folder, logs folder) -> the pool a batch grades with
+PoolFactory = Callable[[LabSpec, int | None, Path, Path], Pool]
 
 
 def default_jobs() -> int:
@@ -136,6 +161,7 @@ def grade_many(
     max_unpacked: int = submissions.MAX_UNPACKED_BYTES,
     layout: str = "auto",
     roster: Path | None = None,
+    pool: PoolFactory | None = None,
 ) -> BatchSummary:
     """Grade every entry of `submissions_dir` into the gradebook under `out`.
 
@@ -143,6 +169,7 @@ def grade_many(
     (student, result) after each grading is recorded (e.g. another gradebook).
     `layout` is how the download is laid out (`labkit.classroom.layouts`; "auto" tells
     by its names); `roster` (an LMS's CSV) names the students and lists who sent nothing.
+    `pool` makes where the gradings run (default: `jobs` local grading processes).
     """
     started = time.monotonic()
     submissions_dir, out = Path(submissions_dir), Path(out)
@@ -154,7 +181,8 @@ def grade_many(
         lab = dataclasses.replace(lab, call_timeout=float(timeout))
     if jobs is not None and jobs < 1:
         raise BatchError("--jobs must be at least 1")
-    jobs = jobs_for(lab, jobs)
+    if pool is None:  # here, a lab that times its checks grades one per core at most
+        jobs = jobs_for(lab, jobs)
     emit = on_event or (lambda _event: None)
     out.mkdir(parents=True, exist_ok=True)
     found = layouts.discover(submissions_dir, lab, layout)
@@ -176,8 +204,9 @@ def grade_many(
         scratch = (out / ".scratch").resolve()  # the grading processes' TMPDIR
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir()
-        run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), jobs, lab.call_timeout,
-                                __version__, found.layout)
+        workers = (pool or _Pool)(lab, jobs, scratch, out / "logs")
+        run_id = book.begin_run(lab.id, str(submissions_dir.resolve()), workers.jobs,
+                                lab.call_timeout, __version__, found.layout)
         emit(BatchEvent("start", 0, len(entries)))
         done = 0
 
@@ -193,13 +222,12 @@ def grade_many(
             counts["errors" if kind == "error" else "graded"] += 1
             emit(BatchEvent(kind, done, len(entries), task.entry.student, result))
 
-        pool = _Pool(lab, jobs, scratch, out / "logs")
         try:
             pending = iter(entries)
             serials = itertools.count(1)
             exhausted = False
             while True:
-                while not exhausted and pool.load < 2 * jobs:  # a few ready, never all
+                while not exhausted and workers.load < 2 * workers.jobs:  # a few ready, never all
                     entry = next(pending, None)
                     if entry is None:
                         exhausted = True
@@ -218,10 +246,10 @@ def grade_many(
                         task.retried = (previous is not None and previous.retry
                                         and previous.digest == task.digest
                                         and previous.grader_key == key)
-                        pool.submit(task)
-                if exhausted and pool.load == 0:
+                        workers.submit(task)
+                if exhausted and workers.load == 0:
                     break
-                for task, document, failure in pool.wait():
+                for task, document, failure in workers.wait():
                     if document is not None:
                         result = LabResult.from_dict(document)
                         if task.note:
@@ -236,7 +264,7 @@ def grade_many(
                         finish(task, error_result(lab, failure, lang, task.files_digest,
                                                   max_score), retry=True)
         finally:
-            pool.close()
+            workers.close()
             shutil.rmtree(scratch, ignore_errors=True)
         for person in missing:
             book.set_person(person.id, person.name, person.email, person.section)
@@ -249,7 +277,7 @@ def grade_many(
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
-                        tuple(unlisted), tuple(p.id for p in missing), jobs)
+                        tuple(unlisted), tuple(p.id for p in missing), workers.jobs)
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,
@@ -325,9 +353,13 @@ def _exclusive(out: Path) -> Iterator[None]:
 
 
 class _Grader:
-    """One `labkit.classroom.gradeserver` process and the submission it is grading, if any."""
+    """One `labkit.classroom.gradeserver` process and the submission it is grading, if any
+    (a Dask worker keeps some too: `labkit.classroom.clusterworker`). `env` adds to the
+    process's environment; `host` is what its results name as the grading machine
+    (default: this machine's name)."""
 
-    def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path) -> None:
+    def __init__(self, lab: LabSpec, index: int, scratch: Path, logs: Path,
+                 env: dict[str, str] | None = None, host: str = "") -> None:
         self.index = index
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
@@ -335,7 +367,7 @@ class _Grader:
         tmp.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / f"grader-{index}.log"
-        env = {**os.environ, "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
+        env = {**os.environ, **(env or {}), "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
         env.pop("PYTEST_ADDOPTS", None)
         with open(self.log, "wb") as log:  # this run's log replaces the last one's
             self.process = subprocess.Popen(
@@ -353,7 +385,7 @@ class _Grader:
         self.ready = False
         self.task: _Task | None = None
         self.deadline = time.monotonic() + STARTUP_LIMIT
-        self.send({"op": "init", "lab": lab.to_dict()})
+        self.send({"op": "init", "lab": lab.to_dict(), **({"host": host} if host else {})})
 
     def send(self, header: dict[str, Any], blobs: list[bytes] | None = None) -> None:
         """Write one request, by the process's deadline at the latest. One that died or
@@ -401,8 +433,9 @@ class _Grader:
 class _Pool:
     """N grading processes, started on first use, replaced when one dies or hangs."""
 
-    def __init__(self, lab: LabSpec, jobs: int, scratch: Path, logs: Path) -> None:
-        self.lab, self.jobs, self.scratch, self.logs = lab, jobs, scratch, logs
+    def __init__(self, lab: LabSpec, jobs: int | None, scratch: Path, logs: Path) -> None:
+        self.lab, self.scratch, self.logs = lab, scratch, logs
+        self.jobs = jobs or default_jobs()
         self.graders: list[_Grader] = []
         self.queue: deque[_Task] = deque()
         self.selector = selectors.DefaultSelector()
@@ -444,9 +477,9 @@ class _Pool:
                 grader.send({"op": "grade", "id": task.serial, "lang": task.lang,
                              "files": names}, blobs)
 
-    def wait(self) -> list[tuple[_Task, dict[str, Any] | None, str]]:
+    def wait(self) -> list[Finished]:
         """Block until something finishes; each item is (task, document, failure text)."""
-        finished: list[tuple[_Task, dict[str, Any] | None, str]] = []
+        finished: list[Finished] = []
         while not finished and self.load:
             soonest = min((g.deadline for g in self.graders if g.task or not g.ready),
                           default=time.monotonic() + 1.0)

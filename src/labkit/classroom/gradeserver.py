@@ -13,6 +13,9 @@ the student's code influenced):
     -> {"op": "grade", "id": 7, "lang": "en", "files": [names]}, one blob per file
     <- {"id": 7, "result": {...labkit.result/1...}}  or  {"id": 7, "error": "..."}
 
+Each result's `host` is this machine's name, or the init message's `host` when the
+process that started this one says more (a Dask worker adds its address).
+
 The submission's files arrive in the request, as the parent read them: nothing of the
 student's folder is read here, and they are written nowhere but into each worker's
 fresh folder (by the sandbox). End of input ends the process, and so does an error reply (the kit
@@ -23,7 +26,9 @@ sends them to a log.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -45,6 +50,7 @@ def serve(requests: int, replies: int) -> None:
     except protocol.ChannelClosed:
         return
     lab = LabSpec.from_dict(init["lab"])
+    host = str(init.get("host") or socket.gethostname())
 
     def loop(grade: GradeFn) -> None:
         protocol.write_message(replies, {"ready": True, "pid": os.getpid()})
@@ -57,7 +63,7 @@ def serve(requests: int, replies: int) -> None:
                 files = fileset.from_blobs(request["files"], blobs)
                 if not set(files) <= set(lab.files):
                     raise ValueError("files that are not the lab's")
-                result = grade(files, request.get("lang", "en"))
+                result = dataclasses.replace(grade(files, request.get("lang", "en")), host=host)
             except Exception as exc:  # noqa: BLE001 - reported; this process is done
                 # Whatever failed (the sandbox, the engine) may fail the next student too:
                 # end here, and the batch starts a fresh grading process.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from labkit import settings
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
@@ -38,8 +39,8 @@ def _chosen_isolation() -> str:
 @click.argument("submissions", metavar="SUBMISSIONS",
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Submissions graded at once (default: the number of cores; at most "
-                   "that for a lab whose checks time calls).")
+              help="Submissions graded at once (default: the number of cores, at most that "
+                   "for a lab whose checks time calls; on a cluster, its threads).")
 @OUT_OPTION
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds allowed per call to student code (default: the lab's).")
@@ -56,9 +57,12 @@ def _chosen_isolation() -> str:
               "students and lists those who sent nothing.")
 @click.option("--similarity", "compare", is_flag=True,
               help="Then compare every pair of submissions (see `labkit similarity`).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Grade on this Dask cluster (tls://HOST:PORT, or tcp://127.0.0.1:PORT; "
+              "default: $LABKIT_SCHEDULER, else here). Needs labkit[dask].")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
           regrade: bool, lang: str, nbgrader_db: str | None, layout: str,
-          roster: Path | None, compare: bool) -> None:
+          roster: Path | None, compare: bool, scheduler: str | None) -> None:
     """Grade a class: SUBMISSIONS is an LMS's download (Canvas, Moodle, Gradescope) or
     a folder holding one folder or .zip per student.
 
@@ -70,7 +74,13 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     from labkit.cli import progress
 
     lab = registry.get_lab(lab_id)
-    if _chosen_isolation() == "process":  # once, before anything is graded
+    scheduler = scheduler or settings.get(settings.SCHEDULER) or None
+    pool = None
+    if scheduler:  # the cluster's workers grade in bubblewrap, whatever this machine has
+        from labkit.classroom import cluster
+
+        pool = cluster.on_cluster(scheduler)
+    elif _chosen_isolation() == "process":  # once, before anything is graded
         click.echo("warning: process isolation: between submissions labkit ends every "
                    "process and removes System V shared memory and what its workers left in "
                    "/dev/shm, but not System V semaphores or message queues, POSIX message "
@@ -80,7 +90,7 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
                                       regrade=regrade, lang=lang, on_event=show,
-                                      layout=layout, roster=roster)
+                                      layout=layout, roster=roster, pool=pool)
     finally:
         show.close()
     if jobs is not None and summary.jobs < jobs:
