@@ -178,8 +178,8 @@ def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["grade"], "Missing argument 'LAB'"), (["grade", "lab02", "--bogus"], "--bogus"),
-     (["fetch", "lab02", "--lang", "fr"], "--lang")],
+    [(["fetch"], "Missing argument 'LAB'"), (["grade"], "which lab?"),
+     (["grade", "lab02", "--bogus"], "--bogus"), (["fetch", "lab02", "--lang", "fr"], "--lang")],
 )
 def test_usage_errors_are_one_line_exit_2(run, args, needle):
     result = run(*args)

@@ -33,6 +33,10 @@ class OneLineErrors(click.Group):
         except LabkitError as exc:
             click.echo(f"labkit: {exc.text(ctx.meta.get(LANG) or i18n.detect_lang())}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's code for SIGINT
+            lang = ctx.meta.get(LANG) or i18n.detect_lang()
+            click.echo(f"\nlabkit: {i18n.t('cancelled', lang)}", err=True)
+            sys.exit(130)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False

@@ -7,11 +7,18 @@ code raised or printed: their control characters are shown escaped (`labkit.text
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from labkit import i18n, textsafe
 from labkit.course.catalogue import LabChecks
 from labkit.results import LabResult, Status
 
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
 MAX_MESSAGE = 100
+_STYLES = {Status.PASS: "green", Status.FAIL: "red", Status.TIMEOUT: "yellow",
+           Status.ERROR: "magenta"}
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -51,6 +58,41 @@ def table(result: LabResult) -> str:
     lines.append(i18n.t("all_pass" if passed == len(result.checks) else "see_hints", lang,
                         lab=result.lab))
     return "\n".join(lines)
+
+
+def terminal_table(result: LabResult, width: int = 80) -> RenderableType:
+    """The same table and total for a terminal `width` columns wide (rich): messages
+    wrap, never cut; statuses in colour where the console has colour."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    lang = result.lang
+    header = [i18n.t(k, lang) for k in ("header_check", "header_status", "header_points",
+                                         "header_message")]
+    rows: list[list[Text]] = [  # Text, never markup: a message may hold "[red]" itself
+        [Text(c.id), Text(i18n.t(f"status_{c.status.value}", lang), style=_STYLES[c.status]),
+         Text(f"{c.points:g}/{c.max_points:g}"), Text(textsafe.shown(c.message))]
+        for c in result.checks]
+    widths = [max(len(str(cell)) for cell in (header[i], *(r[i] for r in rows)))
+              for i in range(3)]
+    # every width set here: rich 15 wraps a cell at a width it then narrows and crops
+    widths[0] = min(widths[0], max(12, width - 8 - widths[1] - widths[2] - 20))
+    widths.append(max(10, width - 8 - sum(widths)))
+    grid = Table(box=None, header_style="bold underline", title=result.lab,
+                 title_justify="left", title_style="bold")
+    for i, name in enumerate(header):
+        grid.add_column(name, width=widths[i], overflow="fold", no_wrap=i in (1, 2),
+                        justify="right" if i == 2 else "left")
+    for row in rows:
+        grid.add_row(*row)
+    lines = table(result).split("\n")
+    footer = lines[lines.index("", 3) + 1:]  # the total, excerpts and advice, as plain text
+    passed = all(c.status is Status.PASS for c in result.checks)
+    parts: list[RenderableType] = [grid, Text("")]
+    parts += [Text(line, style="bold green" if passed and i == len(footer) - 1 else "")
+              for i, line in enumerate(footer)]
+    return Group(*parts)
 
 
 def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = None) -> str:

@@ -12,8 +12,13 @@ from labkit import i18n
 from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
-from labkit.results import Status
-from labkit.student import workspace
+from labkit.results import LabResult, Status
+from labkit.student import locate, workspace
+
+
+def _locate(lab_id: str | None, directory: Path | None) -> locate.Located:
+    """The workspace meant: `--dir`, else the one this folder is in, holds or is above."""
+    return locate.locate(lab_id, directory or Path.cwd(), explicit=directory is not None)
 
 
 @click.command("list")
@@ -42,6 +47,9 @@ def list_labs(lang: str) -> None:
 def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
     """Put LAB's stubs and README into ./LAB (or --dir)."""
     lab = registry.get_lab(lab_id)
+    inside = locate.enclosing(Path.cwd()) if directory is None else None
+    if inside is not None and inside[0] == lab.id and not force:  # fetching would nest it
+        raise workspace.WorkspaceError("fetch_inside", lab=lab.id, path=str(inside[1]))
     dest = directory or Path.cwd() / lab.id
     fetched = workspace.fetch(lab, dest, lang, force=force)
     if fetched.backup:
@@ -54,23 +62,23 @@ def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
 
 
 @click.command()
-@click.argument("lab_id", metavar="LAB")
+@click.argument("lab_id", metavar="[LAB]", required=False)
 @DIR_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "gradescope"]),
               default=None, help="table (default), the result document (json), or "
               "Gradescope's results.json (gradescope).")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @LANG_OPTION
-def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
+def grade(lab_id: str | None, directory: Path | None, fmt: str | None, as_json: bool,
           lang: str) -> None:
-    """Grade your LAB workspace and show every check."""
+    """Grade your LAB workspace and show every check (no LAB: the one you are in)."""
     from labkit.student import policy
 
     if as_json and fmt not in (None, "json"):
         die(f"--json and --format {fmt} contradict each other")
     fmt = fmt or ("json" if as_json else "table")
-    lab = registry.get_lab(lab_id)
-    path = directory or Path.cwd() / lab.id
+    found = _locate(lab_id, directory)
+    lab, path = found.lab, found.path
     try:
         # an autograder (gradescope) grades once: leaving a warm daemon would buy nothing
         result = policy.grade(lab, path, lang, use_daemon=fmt != "gradescope")
@@ -90,23 +98,38 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
         from labkit.interop import gradescope
 
         click.echo(json.dumps(gradescope.document(result), ensure_ascii=False, indent=2))
+    elif fmt == "json":
+        click.echo(result.to_json())
     else:
-        click.echo(result.to_json() if fmt == "json" else render.table(result))
+        _show_table(result)
     sys.exit(0 if result.status is Status.PASS else 1)
 
 
+def _show_table(result: LabResult) -> None:
+    """On a terminal, the table fits its width (rich, colour unless NO_COLOR); piped,
+    the plain table."""
+    if not sys.stdout.isatty():
+        click.echo(render.table(result))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(render.terminal_table(result, console.width))
+
+
 @click.command()
-@click.argument("lab_id", metavar="LAB")
+@click.argument("lab_id", metavar="[LAB]", required=False)
 @click.argument("check_id", metavar="[CHECK]", required=False)
 @DIR_OPTION
 @LANG_OPTION
-def hint(lab_id: str, check_id: str | None, directory: Path | None, lang: str) -> None:
+def hint(lab_id: str | None, check_id: str | None, directory: Path | None, lang: str) -> None:
     """Hints for the checks that failed in your last grade of LAB (or for CHECK)."""
-    lab = registry.get_lab(lab_id)
+    found = _locate(lab_id, directory)
+    lab = found.lab
     checks = registry.lab_checks(lab)
     if check_id is not None and check_id not in {c.id for c in checks.checks}:
         die(i18n.t("unknown_check", lang, lab=lab.id, check=check_id))
-    last = workspace.last_grade(directory or Path.cwd() / lab.id)
+    last = workspace.last_grade(found.path)
     if last is None:
         die(i18n.t("no_grade_yet", lang, lab=lab.id))
     click.echo(render.hints(last, checks, lang, only=check_id))

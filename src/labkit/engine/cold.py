@@ -70,6 +70,8 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, o
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
+    if plugin.interrupted:  # pytest swallowed the Ctrl-C: it is the caller's to see
+        raise KeyboardInterrupt
     ensure_collected(lab, code, bool(plugin.order))
     return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
 

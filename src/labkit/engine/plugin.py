@@ -82,6 +82,7 @@ class GradingPlugin:
         self.lab, self.checks = lab, checks
         self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
         self._grading: Grading | None = None
+        self.interrupted = False  # Ctrl-C: pytest stopped early, there is no grade
 
     def begin(self, sandbox: Sandbox, lang: str) -> None:
         """Start grading one submission in `sandbox`, with messages in `lang`."""
@@ -160,6 +161,9 @@ class GradingPlugin:
 
     def pytest_sessionfinish(self) -> None:
         self.release()
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:

@@ -22,11 +22,14 @@ and grades every submission it is sent with the same collected items:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import inspect
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -39,10 +42,88 @@ from labkit.engine.assemble import assemble
 from labkit.engine.plugin import GradingPlugin
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
-from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, Zygote
+from labkit.sandbox import protocol
+from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, WorkerHandle, Zygote
 
-# grade(files, lang): the submission's files as they were read, `{path: bytes}`.
-GradeFn = Callable[[dict[str, bytes], str], LabResult]
+# grade(files, lang, cancel=None): the submission's files as they were read,
+# `{path: bytes}`; `cancel`, a `Cancel` another thread may set to stop the grading.
+GradeFn = Callable[..., LabResult]
+
+
+class GradingCancelled(Exception):
+    """The grading was cancelled (`Cancel.set`): there is no result to give."""
+
+
+_WAITS = {WorkerHandle.receive.__code__, WorkerHandle.send.__code__,
+          WorkerHandle.answer.__code__}
+_POKE_SECONDS = 0.05
+
+
+class Cancel:
+    """'Stop this grading now', set from another thread (a daemon's client hung up).
+
+    Setting it moves the grading's deadline to now, so every check still to come ends at
+    once as out of time, and a signal to the main thread ends the wait for a worker
+    that is under way as a timeout (the worker is stopped as after any timeout). The
+    signal raises only inside such a wait, where a timeout is expected and handled;
+    anywhere else it only leaves the new deadline to act, so pytest, the zygote and the
+    grader's own code are never interrupted in the middle. The signal is repeated
+    until the grading is over, in case it lands just before a wait begins.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._over = threading.Event()
+        self._lock = threading.Lock()  # held to signal, and to stop signalling
+        self._plugin: BatchPlugin | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def finish(self) -> None:
+        """The grading is over (cancelled or not): `set` returns, signals stop."""
+        self._over.set()
+
+    def finished(self) -> bool:
+        return self._over.is_set()
+
+    def set(self) -> None:
+        """Cancel (from any thread); returns once the grading has noticed or ended."""
+        self._event.set()
+        main = threading.main_thread().ident
+        while main is not None and not self._over.is_set():
+            with self._lock:
+                if self._plugin is not None:  # only while our handler is installed
+                    signal.pthread_kill(main, signal.SIGUSR1)
+            self._over.wait(_POKE_SECONDS)
+
+    def _handler(self, _signum: int, frame: Any) -> None:
+        plugin = self._plugin
+        if not self._event.is_set() or plugin is None or plugin._grading is None:
+            return  # not begun yet (the next signal comes soon) or over
+        now = time.monotonic()
+        plugin._grading.deadline = min(plugin._grading.deadline, now)
+        plugin._grading.sandbox.deadline = now
+        if frame is not None and frame.f_code is protocol.wait_code():
+            caller = frame.f_back
+            for _ in range(4):
+                if caller is None:
+                    break
+                if caller.f_code in _WAITS:
+                    raise protocol.ChannelTimeout()
+                caller = caller.f_back
+
+    @contextlib.contextmanager
+    def guarding(self, plugin: BatchPlugin) -> Iterator[None]:
+        """While `plugin` grades in the main thread, let `set` stop it."""
+        previous = signal.signal(signal.SIGUSR1, self._handler)
+        self._plugin = plugin
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._plugin = None
+            signal.signal(signal.SIGUSR1, previous)
 
 
 class _NotReplayable(Exception):
@@ -217,8 +298,22 @@ class BatchPlugin(GradingPlugin):
 
     # --- one grading ----------------------------------------------------------------
 
-    def grade(self, files: dict[str, bytes], lang: str) -> LabResult:
-        """Grade the files, held in memory (the sandbox gives each worker its copy)."""
+    def grade(self, files: dict[str, bytes], lang: str, cancel: Cancel | None = None
+              ) -> LabResult:
+        """Grade the files, held in memory (the sandbox gives each worker its copy).
+
+        `cancel` (main thread only) lets another thread stop the grading at once:
+        `GradingCancelled` then, and the process is ready for the next grading.
+        """
+        if cancel is None:
+            return self._grade(files, lang)
+        with cancel.guarding(self):
+            result = self._grade(files, lang)
+        if cancel.is_set():
+            raise GradingCancelled()
+        return result
+
+    def _grade(self, files: dict[str, bytes], lang: str) -> LabResult:
         started = time.monotonic()
         probes = self.lab.grader_dir / "probes.py"
         config = SandboxConfig(
@@ -314,6 +409,8 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
+    if plugin.interrupted:  # pytest swallowed the Ctrl-C: it is the caller's to see
+        raise KeyboardInterrupt
     cold.ensure_collected(lab, code, bool(plugin.items))
 
 

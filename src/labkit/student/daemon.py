@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -43,6 +44,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -348,13 +350,34 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
     if not set(files) <= set(lab.files):
         _reply(conn, {"error": "files that are not the lab's"})
         return True
+    from labkit.engine import warm
+
+    cancel = warm.Cancel()
+    watcher = threading.Thread(target=_watch_hangup, args=(conn, cancel), daemon=True)
+    watcher.start()
     try:
-        result = grade(files, lang)
+        result = grade(files, lang, cancel=cancel)
+    except warm.GradingCancelled:
+        return True  # the client left (Ctrl-C): nobody to answer, and ready for the next
     except Exception as exc:  # noqa: BLE001 - told to the client, who grades in-process
         _reply(conn, {"error": f"{type(exc).__name__}: {exc}"})
         return False
+    finally:
+        cancel.finish()
+        watcher.join()
     _reply(conn, {"result": result.to_dict()})
     return True
+
+
+def _watch_hangup(conn: socket.socket, cancel: Any) -> None:
+    """Cancel the grading as soon as the client closes its end (it was interrupted):
+    its half-close after sending is a read shutdown, a full close a hang-up (POLLHUP)."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLHUP)
+    while not cancel.finished():
+        if any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(50)):
+            cancel.set()
+            return
 
 
 def _peer_uid(conn: socket.socket) -> int:

@@ -1,0 +1,203 @@
+"""The student's loop (issue 16): any folder works, Ctrl-C cancels, the table fits."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kit import solution_files, stub_files, wait_ready, write_files
+from rich.console import Console
+
+from labkit import textsafe
+from labkit.cli import main, render
+from labkit.course import catalogue as registry
+from labkit.course.catalogue import get_lab
+from labkit.results import LabResult
+from labkit.student import daemon, locate, workspace
+from labkit.student.workspace import WorkspaceError
+
+LAB = get_lab("lab02")
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    for var in ("LC_ALL", "LC_MESSAGES", "NO_COLOR"):
+        monkeypatch.delenv(var, raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, cwd: Path = tmp_path, env: dict | None = None):
+        monkeypatch.chdir(cwd)
+        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+# --- item 2: any folder works ---------------------------------------------------------
+
+
+def test_locate_finds_the_workspace_from_inside_above_and_with_dir(tmp_path):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    (ws / "notes").mkdir()
+    for start in (ws, ws / "notes"):  # inside it, or in a folder of it
+        assert locate.locate("lab02", start) == locate.Located(LAB, ws)
+        assert locate.locate(None, start) == locate.Located(LAB, ws)
+    assert locate.locate("lab02", tmp_path).path == ws  # above it
+    assert locate.locate(None, tmp_path).path == ws  # the only workspace below
+    assert locate.locate("lab02", ws, explicit=True).path == ws  # --dir
+    workspace.fetch(LAB, tmp_path / "mine", "en")
+    time.sleep(0.01)
+    (tmp_path / "mine" / ".labkit" / "state.json").touch()
+    assert locate.locate("lab02", tmp_path).path == ws  # ./LAB first
+    with pytest.raises(WorkspaceError) as none:
+        locate.locate(None, tmp_path / "elsewhere")
+    assert none.value.key == "which_lab"
+
+
+def test_locate_finds_files_a_level_or_two_down_as_batch_does(tmp_path):
+    write_files(stub_files(LAB), tmp_path / "handin" / "lab02" / "src")
+    assert locate.locate("lab02", tmp_path / "handin").path == tmp_path / "handin/lab02/src"
+    assert locate.locate("lab02", tmp_path / "handin", explicit=True).path == \
+        tmp_path / "handin/lab02/src"
+    write_files(stub_files(LAB), tmp_path / "handin" / "copy" / "src")
+    with pytest.raises(WorkspaceError) as two:
+        locate.locate("lab02", tmp_path / "handin")
+    assert two.value.key == "ambiguous_workspace" and "copy/src" in two.value.text("en")
+    # nothing there: the reading says what is missing, as before
+    assert locate.locate("lab02", tmp_path / "empty").path == tmp_path / "empty" / "lab02"
+    assert locate.locate("lab02", tmp_path / "empty", explicit=True).path == \
+        tmp_path / "empty"
+
+
+def test_grade_inside_the_workspace_grades_it_and_never_nests(run, tmp_path):
+    assert run("fetch", "lab02").exit_code == 0
+    ws = tmp_path / "lab02"
+    write_files(solution_files(LAB), ws)
+    inside = run("grade", "--json", cwd=ws)
+    assert inside.exit_code == 0, inside.output
+    assert json.loads(inside.output)["score"] == LAB_MAX
+    named = run("grade", "lab02", "--json", cwd=ws)
+    assert json.loads(named.output)["digest"] == json.loads(inside.output)["digest"]
+    assert not (ws / "lab02").exists()
+    hint = run("hint", cwd=ws)  # the last grade, found from inside too
+    assert hint.exit_code == 0 and "lab02" in hint.output
+    nested = run("fetch", "lab02", cwd=ws)
+    assert nested.exit_code == 2 and "inside the lab02 workspace" in nested.output
+    assert not (ws / "lab02").exists()
+
+
+LAB_MAX = 14
+
+
+# --- item 3: Ctrl-C -------------------------------------------------------------------
+
+_LOOPING = b"\ndef c_strides(shape, itemsize):\n    while True:\n        pass\n"
+
+
+def _interrupt(command: list[str], cwd: Path, after: float, group: bool
+               ) -> subprocess.CompletedProcess[str]:
+    """`command` interrupted as a terminal's Ctrl-C does: SIGINT to its process group."""
+    env = {**os.environ, "LANG": "C.UTF-8"}
+    proc = subprocess.Popen(command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(after)
+    if group:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _looping_workspace(folder: Path) -> Path:
+    files = solution_files(LAB)
+    files["broadcasting.py"] += _LOOPING  # the last definition wins: c_strides hangs
+    return write_files(files, folder)
+
+
+def test_ctrl_c_in_a_cold_grade_is_one_line_and_exit_130(tmp_path):
+    ws = _looping_workspace(tmp_path / "lab02")
+    done = _interrupt([sys.executable, "-m", "labkit", "grade", "lab02"], tmp_path,
+                      after=4.0, group=True)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["labkit: cancelled (Ctrl-C)"]
+    assert "internal error" not in done.stderr and done.stdout == ""
+    assert workspace.last_grade(ws) is None  # nothing recorded for a grade not given
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_daemons_grading_and_it_stays_warm(daemons, tmp_path):
+    good = write_files(solution_files(LAB), tmp_path / "good")
+    first = subprocess.run([sys.executable, "-m", "labkit", "grade", "lab02", "--dir",
+                            str(good)], capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr  # cold, and a daemon starts
+    before = wait_ready()
+    _looping_workspace(tmp_path / "lab02")
+    done = _interrupt([sys.executable, "-m", "labkit", "grade", "lab02"], tmp_path,
+                      after=3.0, group=False)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == ["labkit: cancelled (Ctrl-C)"]
+    # the daemon gave up that grading at once (c_strides alone would hang it for the
+    # call limit), and serves the next grade itself: same process, still warm
+    after = daemon.running()
+    assert [(i.pid, i.busy) for i in after] == [(before.pid, False)]
+    served = daemon.grade(LAB, solution_files(LAB), "en")
+    assert served is not None and served.score == served.max_score
+
+
+# --- item 5: 80 columns ---------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LONG = ("broadcast_shape disagrees with NumPy's rule for some broadcastable shapes, "
+         "also when one of them has no dimensions at all [red]not markup[/red] \x1b[2J")
+
+
+def _result(lang: str = "en") -> LabResult:
+    from labkit.engine.assemble import assemble
+    from labkit.engine.plugin import Outcome
+    from labkit.results import Status
+
+    outcomes = [(c.id, Outcome(Status.FAIL, _LONG) if i == 4 else Outcome(Status.PASS))
+                for i, c in enumerate(registry.lab_checks(LAB).checks)]
+    return assemble(LAB, stub_files(LAB), lang, outcomes, 0.5, "process")
+
+
+@pytest.mark.parametrize("width", [80, 60, 132])
+def test_the_terminal_table_fits_the_width_and_wraps_instead_of_cutting(width, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=True, color_system="standard")
+    console.print(render.terminal_table(_result("es"), console.width))
+    text = out.getvalue()
+    assert "\x1b[31m" in text and "\x1b[32m" in text  # colour on a terminal
+    plain = _ANSI.sub("", text)
+    assert max(len(line) for line in plain.splitlines()) <= width
+    words = " ".join(plain.split())
+    assert set(textsafe.shown(_LONG).split()) <= set(plain.split())  # every word: never cut
+    assert "\x1b[2J" not in text and "[red]not markup[/red]" in words  # escaped, not markup
+    assert "Total: 12 / 14 puntos" in words  # broadcast_shape.matches_numpy: 2 points lost
+
+
+def test_no_color_means_no_colour(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True)
+    console.print(render.terminal_table(_result(), console.width))
+    assert not re.search(r"\x1b\[[0-9;]*3[0-7]m", out.getvalue())
+
+
+def test_piped_output_stays_the_plain_table(run, tmp_path):
+    write_files(stub_files(LAB), tmp_path / "lab02")
+    piped = run("grade", "lab02")
+    assert "\x1b[" not in piped.output
+    assert piped.output.splitlines()[1].split() == ["check", "status", "points", "message"]
