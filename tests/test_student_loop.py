@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -12,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
-from kit import solution_files, stub_files, wait_ready, write_files
+from kit import grade_cached, solution_files, stub_files, variants, wait_ready, write_files
 from rich.console import Console
 
 from labkit import textsafe
@@ -201,3 +203,58 @@ def test_piped_output_stays_the_plain_table(run, tmp_path):
     piped = run("grade", "lab02")
     assert "\x1b[" not in piped.output
     assert piped.output.splitlines()[1].split() == ["check", "status", "points", "message"]
+
+
+# --- item 4: messages a student can act on ---------------------------------------------
+
+
+def _variant(lab: str, name: str):
+    return next(v for v in variants("mutants") if v.lab == lab and v.name == name)
+
+
+def test_a_failing_property_check_names_an_input_that_really_fails():
+    mutant = _variant("lab02", "broadcast_shape_left_aligned")
+    result = grade_cached(LAB, mutant.files())
+    message = next(c.message for c in result.checks if c.id == "broadcast_shape.matches_numpy")
+    head, _, call = message.partition("; failing input: ")
+    assert head == registry.lab_checks(LAB).get("broadcast_shape.matches_numpy").fail["en"]
+    assert call.startswith("broadcast_shape(") and call.endswith(")")
+    shapes = ast.literal_eval(call.removeprefix("broadcast_shape")[:-1] + ",)")
+    space: dict = {}
+    exec(mutant.files()["broadcasting.py"], space)  # the kit's own mutant, not a student's
+    try:
+        got = space["broadcast_shape"](*shapes)
+    except ValueError:
+        got = None
+    assert got != np.broadcast_shapes(*shapes)  # the input shown is one that fails
+    # never the expected output: the message is the check's text and the call, nothing else
+    assert message == f"{head}; failing input: {call}"
+
+
+def test_quiz_checks_name_the_wrong_keys():
+    mutant = _variant("lab01", "view_or_copy_two_wrong")
+    lab01 = get_lab("lab01")
+    result = grade_cached(lab01, mutant.files(), "es")
+    message = next(c.message for c in result.checks if c.id == "VIEW_OR_COPY.predictions")
+    assert message.endswith("; incorrectas: a.ravel(), m.T.ravel()")
+
+
+def test_a_module_that_does_not_import_is_told_once_with_file_and_line(run, tmp_path):
+    files = stub_files(LAB)
+    files["broadcasting.py"] += b"\ndef broken(:\n    pass\n"
+    line = files["broadcasting.py"].decode().splitlines().index("def broken(:") + 1
+    result = grade_cached(LAB, files)
+    assert result.message == ("broadcasting.py does not import, so no check of it could run: "
+                              f"line {line}: SyntaxError: invalid syntax")
+    assert {c.message for c in result.checks} == {
+        "not graded: the module broadcasting.py does not import"}
+    table = render.table(result).splitlines()
+    assert table[1] == result.message and table[2].startswith("check")  # above the table
+    assert sum(result.message in row for row in table) == 1
+    ws = tmp_path / "lab02"
+    write_files(files, ws)
+    workspace.record_grade(ws, result)
+    hint = run("hint", cwd=ws).output
+    assert hint.startswith("Fix this first: broadcasting.py does not import")
+    assert f"line {line}" in hint and "import broadcasting" in hint
+    assert "as_strided" not in hint  # the checks' own hints wait until it imports

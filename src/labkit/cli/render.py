@@ -38,12 +38,13 @@ def table(result: LabResult) -> str:
         status = i18n.t(f"status_{c.status.value}", lang)
         rows.append([c.id, status, f"{c.points:g}/{c.max_points:g}", message])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    lines = [f"{result.lab}", _row(header, widths), _row(["-" * w for w in widths], widths)]
+    lines = [f"{result.lab}"]
+    if result.message:  # what concerns the whole grading (a file that does not import)
+        lines.append(textsafe.shown(result.message, multiline=True))
+    lines += [_row(header, widths), _row(["-" * w for w in widths], widths)]
     lines += [_row(r, widths) for r in rows]
     passed = sum(c.status is Status.PASS for c in result.checks)
     lines.append("")
-    if result.message:
-        lines.append(textsafe.shown(result.message, multiline=True))
     lines.append(
         i18n.t(
             "total", lang, score=result.score, max_score=result.max_score, passed=passed,
@@ -90,9 +91,16 @@ def terminal_table(result: LabResult, width: int = 80) -> RenderableType:
     footer = lines[lines.index("", 3) + 1:]  # the total, excerpts and advice, as plain text
     passed = all(c.status is Status.PASS for c in result.checks)
     parts: list[RenderableType] = [grid, Text("")]
+    if result.message:
+        parts.insert(0, Text(textsafe.shown(result.message, multiline=True), style="bold red"))
     parts += [Text(line, style="bold green" if passed and i == len(footer) - 1 else "")
               for i, line in enumerate(footer)]
     return Group(*parts)
+
+
+def _not_graded(lang: str) -> str:
+    """The start of the message of a check that did not run: its module does not import."""
+    return i18n.t("not_graded_import", lang, file="\0").split("\0")[0]
 
 
 def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = None) -> str:
@@ -104,6 +112,13 @@ def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = No
         # the last grade is read back from the workspace, which may be a student's folder
         return i18n.t("no_failed_checks", lang, lab=textsafe.shown(result.lab))
     blocks = []
+    if result.message and any(c.message.startswith(_not_graded(lang)) for c in wanted):
+        module = next(c.message for c in wanted if c.message.startswith(_not_graded(lang)))
+        file = module.removeprefix(_not_graded(lang)).split()[0]
+        blocks.append(i18n.t("hint_import", lang, problem=textsafe.shown(result.message),
+                             module=textsafe.shown(file.removesuffix(".py")
+                                                   .removesuffix("/__init__").replace("/", "."))))
+        wanted = [c for c in wanted if not c.message.startswith(_not_graded(lang))]
     for c in wanted:
         spec = checks.get(c.id)
         blocks.append(f"{c.id} — {i18n.pick(spec.title, lang)}\n  {i18n.pick(spec.hint, lang)}")

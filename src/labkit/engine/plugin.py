@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -19,6 +19,7 @@ import pytest
 
 from labkit import i18n
 from labkit.course.catalogue import LabChecks, LabSpec
+from labkit.engine import _compat, inputs
 from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
@@ -34,6 +35,7 @@ from labkit.sandbox.host import (
 # The whole grading ran past its limit: the call that was waiting ends, and remaining
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).
 GradeTimeout = GradingTimeout
+MAX_WRONG = 8  # wrong parts a partial-credit message names
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Outcome:
     message: str = ""
     fraction: float | None = None
     output: str = ""
+    import_error: tuple[str, str] | None = None  # (file, what its import raised): not graded
 
 
 class Credit:
@@ -51,9 +54,12 @@ class Credit:
 
     def __init__(self) -> None:
         self.fraction: float | None = None
+        self.wrong: tuple[str, ...] = ()
 
-    def partial(self, earned: float, possible: float) -> None:
+    def partial(self, earned: float, possible: float, wrong: Sequence[str] = ()) -> None:
+        """`wrong`: the grader's names of the parts that were wrong (quiz keys), shown."""
         self.fraction = max(0.0, min(1.0, earned / possible)) if possible else 0.0
+        self.wrong = tuple(str(w) for w in wrong)
 
 
 @dataclass
@@ -176,10 +182,10 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
         if call.when == "call" or (call.when == "setup" and report.failed):
-            self._record(item.nodeid, call)
+            self._record(item.nodeid, call, _compat.inner_test(getattr(item, "obj", None)))
         return report
 
-    def _record(self, nodeid: str, call: pytest.CallInfo) -> None:
+    def _record(self, nodeid: str, call: pytest.CallInfo, prop: object = None) -> None:
         grading = self.grading
         session = grading.sessions.get(nodeid)
         output = session.output() if session else ""
@@ -187,6 +193,10 @@ class GradingPlugin:
             outcome = Outcome(Status.PASS)
         else:
             outcome = self.classify(call.excinfo.value, dict(self.order)[nodeid])
+            if prop is not None and session is not None and session.last_input is not None \
+                    and _shows_input(call.excinfo.value):
+                outcome.message = i18n.t("failing_input", grading.lang, message=outcome.message,
+                                         call=inputs.call_text(*session.last_input))
         credit = grading.credits.get(nodeid)
         if credit is not None and credit.fraction is not None:
             outcome.fraction = credit.fraction
@@ -194,6 +204,11 @@ class GradingPlugin:
                 outcome.status = Status.FAIL
                 outcome.message = i18n.pick(self.checks.get(dict(self.order)[nodeid]).fail,
                                             grading.lang)
+                if credit.wrong:
+                    keys = ", ".join(credit.wrong[:MAX_WRONG])
+                    more = len(credit.wrong) - MAX_WRONG
+                    outcome.message = i18n.t("wrong_keys", grading.lang, message=outcome.message,
+                                             keys=keys + (f" (+{more})" if more > 0 else ""))
         outcome.output = output
         grading.outcomes[nodeid] = outcome
 
@@ -202,12 +217,22 @@ class GradingPlugin:
         lang = self.grading.lang
         where = getattr(exc, "where", "") or check_id.split(".")[0]
         if isinstance(exc, CheckFailed):
+            if exc.key == "refused_unreadable" and str(exc.params.get("file", "")).endswith(".py"):
+                file = str(exc.params["file"])  # not Python: the import fails the same way
+                return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
+                               import_error=(file, ""))
             texts = self.checks.messages.get(exc.key)
             if texts is not None:
                 return Outcome(Status.FAIL, i18n.pick(texts, lang).format(**exc.params))
             if i18n.has(exc.key):
                 return Outcome(Status.FAIL, f"{where}: " + i18n.t(exc.key, lang, **exc.params))
         if isinstance(exc, StudentRaised):
+            if exc.where.startswith("import "):  # told once, above the table (`assemble`)
+                module = exc.where.removeprefix("import ")
+                detail = f"{exc.type_name}: {exc.message}".replace("\n", " ")[:300]
+                file = self._module_file(module)
+                return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
+                               import_error=(file, detail))
             if exc.not_implemented:
                 return Outcome(Status.FAIL, i18n.t("not_implemented", lang, where=where))
             message = exc.message.replace("\n", " ")[:200]
@@ -230,6 +255,25 @@ class GradingPlugin:
         if isinstance(exc, AssertionError | pytest.fail.Exception):  # incl. pytest.raises
             return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
         return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))
+
+
+    def _module_file(self, module: str) -> str:
+        """The lab file a module name stands for (`pkg.mod` -> `pkg/mod.py`)."""
+        stem = module.replace(".", "/")
+        for rel in self.lab.files:
+            if rel in (f"{stem}.py", f"{stem}/__init__.py"):
+                return rel
+        return f"{stem}.py"
+
+
+def _shows_input(exc: BaseException) -> bool:
+    """Whether a failed property check should name its input: a wrong answer, a raise
+    or a hang in a call, not a stub, a grading out of time or a module that won't import."""
+    if isinstance(exc, StudentRaised):
+        return not exc.not_implemented and not exc.where.startswith("import ")
+    if isinstance(exc, GradeTimeout):
+        return False
+    return isinstance(exc, AssertionError | CheckFailed | WorkerTimeout | pytest.fail.Exception)
 
 
 def _exit_detail(exitcode: int | None) -> str:
