@@ -153,8 +153,12 @@ def test_ctrl_c_stops_the_daemons_grading_and_it_stays_warm(daemons, tmp_path):
     # call limit), and serves the next grade itself: same process, still warm
     after = daemon.running()
     assert [(i.pid, i.busy) for i in after] == [(before.pid, False)]
-    served = daemon.grade(LAB, solution_files(LAB), "en")
+    seen: list[tuple[int, int]] = []
+    served = daemon.grade(LAB, solution_files(LAB), "en", progress=lambda k, n: seen.append((k, n)))
     assert served is not None and served.score == served.max_score
+    assert seen == [(k, len(served.checks)) for k in range(1, len(served.checks) + 1)]
+    only = daemon.grade(LAB, solution_files(LAB), "en", only="c_strides")
+    assert only is not None and [c.id for c in only.checks] == ["c_strides.matches_numpy"]
 
 
 # --- item 5: 80 columns ---------------------------------------------------------------
@@ -258,3 +262,94 @@ def test_a_module_that_does_not_import_is_told_once_with_file_and_line(run, tmp_
     assert hint.startswith("Fix this first: broadcasting.py does not import")
     assert f"line {line}" in hint and "import broadcasting" in hint
     assert "as_strided" not in hint  # the checks' own hints wait until it imports
+
+
+# --- item 7: progress ------------------------------------------------------------------
+
+
+def _full_marks(files: dict[str, bytes]) -> LabResult:
+    from labkit.engine.assemble import assemble
+    from labkit.engine.plugin import Outcome
+    from labkit.results import Status
+
+    outcomes = [(c.id, Outcome(Status.PASS)) for c in registry.lab_checks(LAB).checks]
+    return assemble(LAB, files, "en", outcomes, 0.5, "process")
+
+
+def test_list_shows_stale_grades_overall_progress_and_the_next_lab(run, tmp_path):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    write_files(solution_files(LAB), ws)
+    workspace.record_grade(ws, _full_marks(solution_files(LAB)))
+    total = sum(registry.lab_checks(lab).max_score for lab in registry.catalogue())
+    out = run("list").output
+    assert "last grade 14/14  (lab02)" in out
+    percent = round(100 * 14 / total)
+    assert f"Overall: [{'#' * round(20 * 14 / total):-<20}] 14/{total:g} points ({percent}%)" \
+        in out
+    assert "Next: lab01 (References, mutation and views): labkit fetch lab01" in out
+    with open(ws / "broadcasting.py", "a") as handle:
+        handle.write("# changed\n")
+    assert "last grade 14/14, files changed since: grade again" in run("list", cwd=ws).output
+
+
+def test_grade_only_runs_one_functions_checks_with_progress_and_is_not_remembered(run, tmp_path):
+    from labkit.engine.cold import grade_files
+
+    seen: list[tuple[int, int]] = []
+    result = grade_files(LAB, stub_files(LAB), "en", only="sliding_windows",
+                         progress=lambda k, n: seen.append((k, n)))
+    ids = [c.id for c in result.checks]
+    assert ids == [c.id for c in registry.lab_checks(LAB).checks
+                   if c.id.startswith("sliding_windows.")]
+    assert seen == [(k, len(ids)) for k in range(1, len(ids) + 1)]
+    ws = write_files(stub_files(LAB), tmp_path / "lab02")
+    graded = run("grade", "lab02", "--only", "c_strides", "--json")
+    assert [c["id"] for c in json.loads(graded.output)["checks"]] == ["c_strides.matches_numpy"]
+    assert workspace.last_grade(ws) is None  # some checks are not the lab's grade
+    bad = run("grade", "lab02", "--only", "c_stride")
+    assert bad.exit_code == 2 and "c_strides, f_strides" in bad.output
+
+
+def test_the_live_line_is_drawn_on_a_terminal_only():
+    from labkit.cli.progress import CheckLine
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen, pipe = Terminal(), io.StringIO()
+    for stream in (screen, pipe):
+        line = CheckLine("lab02", "es", stream)
+        line(3, 11)
+        line.close()
+    assert "corrigiendo lab02: comprobación 3 de 11" in screen.getvalue()
+    assert screen.getvalue().endswith("\r\x1b[2K") and pipe.getvalue() == ""
+
+
+def test_reset_restores_one_stub_file_with_a_backup(run, tmp_path):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    stub = (ws / "broadcasting.py").read_bytes()
+    assert run("reset", "lab02", "broadcasting.py").output.strip() == \
+        "Restored broadcasting.py of lab02 from the stub."  # unchanged: nothing to back up
+    (ws / "broadcasting.py").write_text("# mine\n")
+    out = run("reset", "lab02", "broadcasting.py", cwd=ws).output
+    backups = list(ws.glob("broadcasting.py.backup-*"))
+    assert len(backups) == 1 and backups[0].read_text() == "# mine\n"
+    assert str(backups[0]) in out and (ws / "broadcasting.py").read_bytes() == stub
+    bad = run("reset", "lab02", "README.md", cwd=ws)
+    assert bad.exit_code == 2 and "broadcasting.py" in bad.output
+
+
+def test_hint_takes_a_function_name_and_lists_the_check_ids(run, tmp_path):
+    ws = write_files(stub_files(LAB), tmp_path / "lab02")
+    files = solution_files(LAB)
+    result = _full_marks(files)
+    workspace.record_grade(ws, result)
+    out = run("hint", "c_strides", cwd=ws).output  # no lab: the workspace's
+    assert out.startswith("c_strides.matches_numpy — ")
+    assert "f_strides" not in out.split("\n\n")[0]
+    ids = [c.id for c in registry.lab_checks(LAB).checks]
+    assert out.strip().splitlines()[-1] == f"Check ids of lab02: {', '.join(ids)}"
+    assert run("hint", "lab02", "nope", cwd=ws).exit_code == 2

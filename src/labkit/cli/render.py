@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from labkit import i18n, textsafe
-from labkit.course.catalogue import LabChecks
+from labkit.course.catalogue import LabChecks, concerns
 from labkit.results import LabResult, Status
 
 if TYPE_CHECKING:
@@ -104,10 +104,12 @@ def _not_graded(lang: str) -> str:
 
 
 def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = None) -> str:
-    """The hints for the checks that failed in `result` (or for one check)."""
-    wanted = [c for c in result.checks if c.status is not Status.PASS and (only in (None, c.id))]
+    """The hints for the checks that failed in `result` (or for one check, or for every
+    check of one function)."""
+    wanted = [c for c in result.checks
+              if c.status is not Status.PASS and (only is None or concerns(c.id, only))]
     if only is not None and not wanted:
-        wanted = [c for c in result.checks if c.id == only]
+        wanted = [c for c in result.checks if concerns(c.id, only)]
     if not wanted:
         # the last grade is read back from the workspace, which may be a student's folder
         return i18n.t("no_failed_checks", lang, lab=textsafe.shown(result.lab))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from labkit import i18n
-from labkit.course.catalogue import LabChecks, LabSpec
+from labkit.course.catalogue import LabChecks, LabSpec, concerns
 from labkit.engine import _compat, inputs
 from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
@@ -75,6 +75,18 @@ class Grading:
     sessions: dict[str, Session] = field(default_factory=dict)
     credits: dict[str, Credit] = field(default_factory=dict)
     shared: Session | None = None  # a passing check's worker, for the next check
+    total: int = 0  # checks this grading runs
+    started: int = 0  # of them, begun so far
+    progress: Progress | None = None
+
+
+# progress(k, n): check k of n has begun (for a live line on the student's terminal)
+Progress = Callable[[int, int], None]
+
+
+def selected(check_id: str, only: str | None) -> bool:
+    """Whether `--only FUNCTION` keeps a check: its id is FUNCTION.aspect (or FUNCTION)."""
+    return only is None or concerns(check_id, only)
 
 
 class GradingPlugin:
@@ -88,11 +100,16 @@ class GradingPlugin:
         self.lab, self.checks = lab, checks
         self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
         self._grading: Grading | None = None
+        self.only: str | None = None  # grade only this function's checks (cold runs)
         self.interrupted = False  # Ctrl-C: pytest stopped early, there is no grade
 
-    def begin(self, sandbox: Sandbox, lang: str) -> None:
-        """Start grading one submission in `sandbox`, with messages in `lang`."""
-        self._grading = Grading(sandbox, lang, time.monotonic() + self.lab.grade_timeout)
+    def begin(self, sandbox: Sandbox, lang: str, progress: Progress | None = None,
+              total: int | None = None) -> None:
+        """Start grading one submission in `sandbox`, with messages in `lang`;
+        `progress` is told as each of its `total` checks begins."""
+        self._grading = Grading(sandbox, lang, time.monotonic() + self.lab.grade_timeout,
+                                total=len(self.order) if total is None else total,
+                                progress=progress)
 
     def end(self) -> None:
         """The grading is over: drop its state (the sandbox, sessions, outcomes) so a
@@ -171,12 +188,29 @@ class GradingPlugin:
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_runtest_logstart(self) -> None:
+        grading = self._grading
+        if grading is not None and grading.progress is not None:
+            grading.started += 1
+            grading.progress(grading.started, max(grading.total, grading.started))
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]
+                                      ) -> None:
+        kept, dropped = [], []
         for item in items:
             marker = item.get_closest_marker("labkit_check")
             if marker is None:
                 raise pytest.UsageError(f"{item.nodeid} has no @check(...)")
-            self.order.append((item.nodeid, marker.args[0]))
+            if selected(marker.args[0], self.only):
+                self.order.append((item.nodeid, marker.args[0]))
+                kept.append(item)
+            else:
+                dropped.append(item)
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+        if self._grading is not None:
+            self._grading.total = len(kept)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:

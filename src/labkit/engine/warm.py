@@ -39,7 +39,7 @@ import pytest
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine import _compat, cold
 from labkit.engine.assemble import assemble
-from labkit.engine.plugin import GradingPlugin
+from labkit.engine.plugin import GradingPlugin, Progress, selected
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
 from labkit.sandbox import protocol
@@ -257,9 +257,10 @@ class BatchPlugin(GradingPlugin):
         self.replays: dict[str, Replay] = {}
         self._random_states: list[tuple[Any, Any]] = []
 
-    def begin(self, sandbox: Sandbox, lang: str) -> None:
+    def begin(self, sandbox: Sandbox, lang: str, progress: Progress | None = None,
+              total: int | None = None) -> None:
         """A new grading; the graders' module-level generators start where they did."""
-        super().begin(sandbox, lang)
+        super().begin(sandbox, lang, progress, total)
         for owner, state in self._random_states:
             _set_random_state(owner, state)
 
@@ -298,22 +299,26 @@ class BatchPlugin(GradingPlugin):
 
     # --- one grading ----------------------------------------------------------------
 
-    def grade(self, files: dict[str, bytes], lang: str, cancel: Cancel | None = None
-              ) -> LabResult:
+    def grade(self, files: dict[str, bytes], lang: str, cancel: Cancel | None = None,
+              only: str | None = None, progress: Progress | None = None) -> LabResult:
         """Grade the files, held in memory (the sandbox gives each worker its copy).
 
         `cancel` (main thread only) lets another thread stop the grading at once:
         `GradingCancelled` then, and the process is ready for the next grading.
+        `only`: just that function's checks; `progress(k, n)` as each check begins.
         """
         if cancel is None:
-            return self._grade(files, lang)
+            return self._grade(files, lang, only, progress)
         with cancel.guarding(self):
-            result = self._grade(files, lang)
+            result = self._grade(files, lang, only, progress)
         if cancel.is_set():
             raise GradingCancelled()
         return result
 
-    def _grade(self, files: dict[str, bytes], lang: str) -> LabResult:
+    def _grade(self, files: dict[str, bytes], lang: str, only: str | None,
+               progress: Progress | None) -> LabResult:
+        check_of = dict(self.order)
+        items = [item for item in self.items if selected(check_of[item.nodeid], only)]
         started = time.monotonic()
         probes = self.lab.grader_dir / "probes.py"
         config = SandboxConfig(
@@ -323,14 +328,15 @@ class BatchPlugin(GradingPlugin):
             probes=probes if probes.is_file() else None,
         )
         with Sandbox(config, zygote=self.zygote) as sandbox:
-            self.begin(sandbox, lang)
+            self.begin(sandbox, lang, progress, len(items))
             try:
-                for index, item in enumerate(self.items):
-                    following = self.items[index + 1] if index + 1 < len(self.items) else None
+                for index, item in enumerate(items):
+                    following = items[index + 1] if index + 1 < len(items) else None
                     item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
             finally:
                 self.release()
-            outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
+            outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order
+                        if selected(check_id, only)]
             self.end()
         cold.raise_kit_failure(sandbox)
         return assemble(self.lab, files, lang, outcomes, time.monotonic() - started)

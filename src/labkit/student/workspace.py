@@ -70,6 +70,38 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
     return Fetched(dest, backup)
 
 
+def reset_file(lab: LabSpec, path: Path, rel: str) -> Path | None:
+    """Put the stub of one lab file back into the workspace at `path`; the student's
+    version, if it differs from the stub, is first moved to a timestamped backup beside
+    it (the rule of `fetch --force`). Returns that backup, if one was made."""
+    if rel not in lab.files:
+        raise WorkspaceError("reset_unknown_file", file=rel, lab=lab.id, files=", ".join(lab.files))
+    target = path / rel
+    stub = (lab.exercise_dir / rel).read_bytes()
+    backup = None
+    if os.path.lexists(target):
+        try:
+            same = target.is_file() and not target.is_symlink() and target.read_bytes() == stub
+        except OSError:
+            same = False
+        if not same:
+            backup = target.with_name(f"{target.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
+            target.rename(backup)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, stub)
+    return backup
+
+
+def changed_since(lab: LabSpec, path: Path, last: LabResult) -> bool:
+    """Whether the workspace's files are no longer the ones `last` graded."""
+    from labkit.fileset import digest
+
+    try:
+        return digest(collect_submission(lab, path).files) != last.digest
+    except (LabkitError, OSError):
+        return True
+
+
 @dataclass(frozen=True)
 class Submission:
     """The files to grade, and a note (in the grading's language) on how they were read."""
