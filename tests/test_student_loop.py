@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import ast
+import fcntl
 import io
 import json
 import os
+import pty
 import re
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +30,7 @@ from labkit.cli import main, render
 from labkit.course import catalogue as registry
 from labkit.course.catalogue import get_lab
 from labkit.results import LabResult
-from labkit.student import daemon, locate, workspace
+from labkit.student import daemon, locate, watching, workspace
 from labkit.student.workspace import WorkspaceError
 
 LAB = get_lab("lab02")
@@ -353,3 +359,88 @@ def test_hint_takes_a_function_name_and_lists_the_check_ids(run, tmp_path):
     ids = [c.id for c in registry.lab_checks(LAB).checks]
     assert out.strip().splitlines()[-1] == f"Check ids of lab02: {', '.join(ids)}"
     assert run("hint", "lab02", "nope", cwd=ws).exit_code == 2
+
+
+# --- item 1: labkit watch ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_only_saves_of_the_labs_files_count_as_changes(tmp_path, poll):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    saves: list[bool] = []
+    stop = threading.Event()
+    thread = watching.start(LAB, ws, lambda: saves.append(True), stop, poll=poll)
+    try:
+        time.sleep(1.0)  # watching has begun
+        (ws / "notes.txt").write_text("not a lab file\n")
+        workspace.record_grade(ws, _full_marks(stub_files(LAB)))
+        time.sleep(1.0)
+        assert saves == []
+        (ws / "broadcasting.py").write_text("# saved\n")
+        deadline = time.monotonic() + 10
+        while not saves and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert saves
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+_MOVES = re.compile(r"\x1b\[[0-9;?]*[A-HJKfhl]")  # cursor moves and clears: a new line here
+
+
+def _plain(seen: list[str]) -> str:
+    return _ANSI.sub("", _MOVES.sub("\n", "".join(seen))).replace("\r", "")
+
+
+def _read_until(fd: int, needle: str, timeout: float, seen: list[str]) -> str:
+    """The terminal's output (escape sequences removed) once it shows `needle`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen.append(os.read(fd, 65536).decode(errors="replace"))
+            except OSError:
+                break
+        text = _plain(seen)
+        if needle in text:
+            return text
+    raise AssertionError(f"{needle!r} never shown; the screen had:\n{_plain(seen)}")
+
+
+@pytest.mark.slow
+def test_watch_in_a_terminal_regrades_on_save_and_leaves_on_q(tmp_path):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {**os.environ, "LANG": "C.UTF-8", "TERM": "xterm-256color", "COLUMNS": "80",
+           "LINES": "24"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "labkit", "watch", "lab02"], cwd=ws,
+                            stdin=slave, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True)
+    os.close(slave)
+    seen: list[str] = []
+    try:
+        first = _read_until(master, "Total: 0 / 14 points", 120, seen)
+        assert "Watching" in first and "hint:" in first
+        assert all(len(line) <= 80 for line in first.splitlines())
+        seen.clear()
+        looping = solution_files(LAB)["broadcasting.py"] + _LOOPING
+        (ws / "broadcasting.py").write_bytes(looping)  # a grade that would hang ...
+        _read_until(master, "Grading lab02", 30, seen)
+        time.sleep(1.0)
+        (ws / "broadcasting.py").write_bytes(solution_files(LAB)["broadcasting.py"])  # saved over
+        solved = _read_until(master, "Total: 14 / 14 points", 120, seen)
+        assert "12.5 / 14" not in solved  # the cancelled grade never reached the screen
+        os.write(master, b"q")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from labkit import __version__, i18n, settings
-from labkit.cli import dev, doctor, instructor, student
+from labkit.cli import dev, doctor, instructor, student, watch
 from labkit.cli.common import LANG, die
 from labkit.errors import LabkitError
 
@@ -63,5 +63,6 @@ def main() -> None:
     """Auto-graded NumPy systems labs: fetch a lab, edit it, grade it."""
 
 
-for command in (*student.COMMANDS, *instructor.COMMANDS, *dev.COMMANDS, doctor.doctor):
+for command in (*student.COMMANDS, watch.watch, *instructor.COMMANDS, *dev.COMMANDS,
+                doctor.doctor):
     main.add_command(command)

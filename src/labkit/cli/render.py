@@ -103,6 +103,16 @@ def _not_graded(lang: str) -> str:
     return i18n.t("not_graded_import", lang, file="\0").split("\0")[0]
 
 
+def first_failure(result: LabResult, checks: LabChecks) -> str:
+    """The first check that did not pass: its message and its hint (for `labkit watch`)."""
+    failed = next((c for c in result.checks if c.status is not Status.PASS), None)
+    if failed is None:
+        return ""
+    hint = i18n.pick(checks.get(failed.id).hint, result.lang)
+    word = i18n.t("hint_word", result.lang)
+    return f"{failed.id}: {textsafe.shown(failed.message)}\n  {word}: {hint}"
+
+
 def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = None) -> str:
     """The hints for the checks that failed in `result` (or for one check, or for every
     check of one function)."""
