@@ -11,22 +11,25 @@ import pty
 import re
 import select
 import signal
+import string
 import struct
 import subprocess
 import sys
 import termios
 import threading
 import time
+import tomllib
 from pathlib import Path
 
+import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from kit import grade_cached, solution_files, stub_files, variants, wait_ready, write_files
+from kit import REPO, grade_cached, solution_files, stub_files, variants, wait_ready, write_files
 from rich.console import Console
 
-from labkit import textsafe
-from labkit.cli import main, render
+from labkit import i18n, textsafe
+from labkit.cli import helptext, main, render
 from labkit.course import catalogue as registry
 from labkit.course.catalogue import get_lab
 from labkit.results import LabResult
@@ -444,3 +447,80 @@ def test_watch_in_a_terminal_regrades_on_save_and_leaves_on_q(tmp_path):
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+# --- item 6: Spanish everywhere -----------------------------------------------------------
+
+_COMMANDS = [path for path, _ in helptext.commands(main)]
+
+
+@pytest.mark.parametrize("path", _COMMANDS, ids=lambda p: p or "labkit")
+def test_every_commands_help_is_spanish_in_spanish(run, path):
+    command = dict(helptext.commands(main))[path]
+    english = run(*path.split(), "--help", env={"LANG": "en_US.UTF-8"}).output
+    spanish = run(*path.split(), "--help", env={"LANG": "es_ES.UTF-8"}).output
+    assert english.startswith("Usage: ") and spanish.startswith("Uso: ")
+    assert "Opciones:" in spanish and "Muestra este mensaje y termina." in spanish
+    assert helptext.spanish_help(path), f"no Spanish help for {path!r}"
+    for param in command.params:
+        if isinstance(param, click.Option) and param.help:
+            assert helptext.spanish_help(path, param), f"{path} {param.opts}"
+            first = " ".join(helptext.spanish_help(path, param).split()[:3])
+            assert first in " ".join(spanish.split()), (path, param.opts)
+    # nothing of the English help is left in the Spanish one (it is all translated)
+    english_lines = {line.strip() for line in english.splitlines()
+                     if len(line.split()) > 3}  # sentences, not a line of paths
+    left = [line for line in spanish.splitlines() if line.strip() in english_lines
+            and not line.strip().startswith(("-", "labkit"))]
+    assert not left, left
+    assert run(*path.split(), "--help").output == english  # and back: nothing stuck
+
+
+def test_the_spanish_help_file_names_only_commands_and_options_that_exist():
+    known = set()
+    for path, command in helptext.commands(main):
+        known.add(path)
+        for param in command.params:
+            if isinstance(param, click.Option):
+                known.update(helptext.option_key(path, param))
+    table = tomllib.loads((Path(helptext.__file__).with_name("help.es.toml")).read_text())
+    assert set(table["commands"]) <= known
+
+
+@pytest.mark.parametrize(("args", "spanish"), [
+    (["fetch"], "Falta el argumento 'LAB'. (consulta '"),
+    (["grade", "lab02", "--bogus"], "No existe la opción '--bogus'."),
+    (["fetch", "lab02", "--lang", "fr"], "Valor no válido para '--lang': 'fr' no es ninguno"),
+    (["grade"], "¿qué laboratorio?"),
+])
+def test_usage_errors_are_spanish_in_spanish(run, args, spanish):
+    result = run(*args, env={"LANG": "es_ES.UTF-8"})
+    assert result.exit_code == 2 and spanish in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_doctor_speaks_spanish(run):
+    out = run("doctor", "--lang", "es", env={"LABKIT_ISOLATION": "process"}).output
+    assert "aislamiento" in out and "entre entregas" in out and "límites" in out
+    assert "every process" not in out and "between submissions" not in out
+
+
+@pytest.mark.parametrize("lang", ["en", "es"])
+def test_every_message_key_formats_in_both_languages(lang):
+    catalogue = tomllib.loads(Path(i18n.__file__).with_name("messages.toml").read_text())
+    for key, texts in catalogue.items():
+        names = {name for _, name, _, _ in string.Formatter().parse(texts[lang]) if name}
+        told = i18n.t(key, lang, **dict.fromkeys(names, 1))
+        assert told and "{" not in told.replace("{{", ""), key
+        if lang == "es" and len(texts["en"]) > 12 and not key.startswith(("doctor_reason",)):
+            assert texts["es"] != texts["en"], f"{key} is not translated"
+
+
+def test_a_symlinked_file_is_explained_in_spanish(run, tmp_path):
+    ws = tmp_path / "lab02"
+    workspace.fetch(LAB, ws, "en")
+    (ws / "broadcasting.py").unlink()
+    (ws / "broadcasting.py").symlink_to(REPO / "solutions" / "lab02" / "broadcasting.py")
+    result = run("grade", cwd=ws, env={"LANG": "es_ES.UTF-8"})
+    assert result.exit_code == 2
+    assert "broadcasting.py no es un archivo normal: enlace simbólico" in result.output

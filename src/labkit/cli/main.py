@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from labkit import __version__, i18n, settings
-from labkit.cli import dev, doctor, instructor, student, watch
+from labkit.cli import dev, doctor, helptext, instructor, student, watch
 from labkit.cli.common import LANG, die
 from labkit.errors import LabkitError
 
@@ -38,23 +38,37 @@ class OneLineErrors(click.Group):
             click.echo(f"\nlabkit: {i18n.t('cancelled', lang)}", err=True)
             sys.exit(130)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        argv = list(sys.argv[1:] if args is None else args)
+        chosen = _lang_in(argv)
+        lang = i18n.detect_lang(chosen if chosen in i18n.LANGUAGES else None)
+        helptext.use(self, lang)  # --help and click's usage errors too, before parsing
         try:
-            return super().main(*args, **kwargs)
+            return super().main(argv, *rest, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.ctx.get_help())
             sys.exit(2)
         except click.ClickException as exc:
             ctx: click.Context | None = getattr(exc, "ctx", None)  # UsageError's; not every one's
-            hint = f" (see '{ctx.command_path} --help')" if ctx else ""
+            hint = i18n.t("see_help", lang, command=ctx.command_path) if ctx else ""
             die(f"{exc.format_message()}{hint}")
         except click.Abort:
-            die("aborted")
+            die(i18n.t("aborted", lang))
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
             if settings.flag(settings.DEBUG):
                 raise
-            die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")
+            die(i18n.t("internal_error", lang, type=type(exc).__name__, detail=exc))
+
+
+def _lang_in(argv: list[str]) -> str | None:
+    """The `--lang` of a command line, read before click parses it (for `--help`)."""
+    for index, arg in enumerate(argv):
+        if arg == "--lang" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--lang="):
+            return arg.removeprefix("--lang=")
+    return None
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})

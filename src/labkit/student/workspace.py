@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labkit import i18n
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
 from labkit.fsutil import write_atomic
@@ -147,7 +148,7 @@ def read_submission(lab: LabSpec, read: Read, lang: str = "en") -> Submission:
 
 
 _KINDS = {stat.S_IFLNK: "symlink", stat.S_IFCHR: "device", stat.S_IFBLK: "device",
-          stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}
+          stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}
 
 
 def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
@@ -170,22 +171,24 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
                 raise
             except OSError:
                 raise WorkspaceError("bad_file", path=rel,
-                                     reason=f"{folder} is a symlink or not a folder") from None
+                                     reason=i18n.Phrase("reason_link_on_the_way",
+                                                        folder=folder)) from None
         info = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
         if not stat.S_ISREG(info.st_mode):
-            reason = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
-            raise WorkspaceError("bad_file", path=rel, reason=reason)
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "other")
+            raise WorkspaceError("bad_file", path=rel, reason=i18n.Phrase(f"reason_{kind}"))
         if info.st_size > limit:
             raise WorkspaceError("file_too_large", path=rel, limit=limit)
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                          | os.O_CLOEXEC, dir_fd=opened[-1])
         except OSError:  # replaced since the check (a symlink now: ELOOP)
-            raise WorkspaceError("bad_file", path=rel, reason="changed while read") from None
+            changed = i18n.Phrase("reason_changed")
+            raise WorkspaceError("bad_file", path=rel, reason=changed) from None
         opened.append(fd)
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-            raise WorkspaceError("bad_file", path=rel, reason="changed while read")
+            raise WorkspaceError("bad_file", path=rel, reason=i18n.Phrase("reason_changed"))
         chunks, size = [], 0
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
@@ -200,7 +203,6 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
 
 def _notebook_submission(lab: LabSpec, name: str, data: bytes, lang: str) -> Submission:
     """The lab's files converted from the notebook `name` (its bytes: `data`)."""
-    from labkit import i18n
     from labkit.student import notebookfiles as notebook
 
     try:
