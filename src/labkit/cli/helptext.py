@@ -78,7 +78,7 @@ def use(root: click.Command, lang: str) -> None:
         command.short_help = None  # click derives it again from the help in use
         command.options_metavar = "[OPCIONES]" if lang == "es" else "[OPTIONS]"
         if getattr(command, "_help_option", None) is not None:  # click words it once, keeps it
-            command._help_option = None  # type: ignore[attr-defined]
+            command._help_option = None
         for param in command.params:
             if not isinstance(param, click.Option) or not param.help:
                 continue
