@@ -9,7 +9,10 @@ nothing of this group; it adds them, so no module imports the one that imports i
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
@@ -44,6 +47,7 @@ class OneLineErrors(click.Group):
         chosen = _lang_in(argv)
         lang = i18n.detect_lang(chosen if chosen in i18n.LANGUAGES else None)
         helptext.use(self, lang)  # --help and click's usage errors too, before parsing
+        sys.unraisablehook = _interrupts_raised_again(sys.unraisablehook)
         try:
             return super().main(argv, *rest, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -59,6 +63,24 @@ class OneLineErrors(click.Group):
             if settings.flag(settings.DEBUG):
                 raise
             die(i18n.t("internal_error", lang, type=type(exc).__name__, detail=exc))
+
+
+def _interrupts_raised_again(previous: Any) -> Any:
+    """A Ctrl-C that lands in a garbage-collector callback (hypothesis keeps one) is
+    printed and dropped by Python; raise it again, where the command can see it."""
+    if getattr(previous, "labkit", False):
+        return previous
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # a little later, from another thread: a signal raised here would be handled
+            # here, inside the hook, and dropped again
+            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        previous(unraisable)
+
+    hook.labkit = True  # type: ignore[attr-defined]
+    return hook
 
 
 def _lang_in(argv: list[str]) -> str | None:

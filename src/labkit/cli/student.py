@@ -75,9 +75,11 @@ def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
     if fetched.backup:
         click.echo(i18n.t("backed_up", lang, backup=fetched.backup))
     dir_option = f" --dir {dest}" if directory else ""
+    # a package's __init__.py is there to make it one, not to be edited
+    edit = [f for f in lab.files if Path(f).name != "__init__.py"] or list(lab.files)
     click.echo(
         i18n.t("fetched", lang, lab=lab.id, title=lab.title_in(lang), path=dest,
-               files=", ".join(lab.files), dir_option=dir_option)
+               files=", ".join(edit), dir_option=dir_option)
     )
 
 
