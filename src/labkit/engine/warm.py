@@ -159,7 +159,8 @@ class Replay:
 
         _compat.set_inner_test(self.wrapped, stand_in)
         try:
-            self.wrapped(**dict.fromkeys(self.fixtures))
+            with _compat.drawing_as(self.wrapped, self.inner):  # the examples a cold run draws
+                self.wrapped(**dict.fromkeys(self.fixtures))
             self.examples = seen
             self.frozen = [_immutable(example) for example in seen]
         except (_NotReplayable, HypothesisException):
