@@ -8,6 +8,7 @@ exception the student's code raised is `fail`, a call that ran out of time is
 
 from __future__ import annotations
 
+import inspect
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,8 @@ from labkit.sandbox.host import (
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).
 GradeTimeout = GradingTimeout
 MAX_WRONG = 8  # wrong parts a partial-credit message names
+SHRINK_SECONDS = 1.0  # at most, to find a smaller failing input for a check's message
+SHRINK_MARGIN = 2.0  # s of the grading's limit shrinking leaves to the checks after it
 
 
 @dataclass
@@ -78,6 +81,7 @@ class Grading:
     total: int = 0  # checks this grading runs
     started: int = 0  # of them, begun so far
     progress: Progress | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # by nodeid, read before shrinking
 
 
 # progress(k, n): check k of n has begun (for a live line on the student's terminal)
@@ -222,7 +226,7 @@ class GradingPlugin:
     def _record(self, nodeid: str, call: pytest.CallInfo, prop: object = None) -> None:
         grading = self.grading
         session = grading.sessions.get(nodeid)
-        output = session.output() if session else ""
+        output = grading.outputs.get(nodeid, session.output() if session else "")
         if call.excinfo is None:
             outcome = Outcome(Status.PASS)
         else:
@@ -298,6 +302,80 @@ class GradingPlugin:
             if rel in (f"{stem}.py", f"{stem}/__init__.py"):
                 return rel
         return f"{stem}.py"
+
+
+class Shrinking:
+    """Registered beside a `GradingPlugin` (a plugin of its own: the warm one has a
+    `pytest_pyfunc_call` of its own, which this wraps). A property check that failed on
+    a wrong answer is run again under hypothesis with shrinking, so that its message
+    names the smallest failing input found (`_shrink`); how it failed, and so its
+    points, stay as they were."""
+
+    def __init__(self, plugin: GradingPlugin) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
+        try:
+            return (yield)
+        except Exception as exc:
+            grading = self.plugin.grading
+            session = grading.sessions.get(pyfuncitem.nodeid)
+            if (session is not None and session.last_input is not None and _shows_input(exc)
+                    and not isinstance(exc, WorkerTimeout)  # a hang: each try would hang too
+                    and _compat.inner_test(pyfuncitem.obj) is not None):
+                grading.outputs[pyfuncitem.nodeid] = session.output()
+                _shrink(pyfuncitem, session, exc, grading)
+            raise
+
+
+def _shrink(item: pytest.Function, session: Session, failed: Exception, grading: Grading) -> None:
+    """Leave in `session.last_input` the smallest input hypothesis finds failing the check
+    as it failed (the same exception type), searching until `SHRINK_SECONDS` have passed
+    or the grading's deadline is near, whichever comes first: past that, every candidate
+    counts as passing, so hypothesis ends at once with the smallest found so far.
+
+    The shrinking runs in a fresh worker (the failed one may be stopped, or changed), with
+    each call bounded by the same time; the derandomized examples make warm and cold
+    gradings find the same input.
+    """
+    from hypothesis import Phase, settings
+
+    wrapped = item.obj
+    inner = _compat.inner_test(wrapped)
+    if inner is None:
+        return
+    stop = min(time.monotonic() + SHRINK_SECONDS, grading.deadline - SHRINK_MARGIN)
+    smallest = [session.last_input]
+
+    def bounded(*args: Any, **kwargs: Any) -> None:
+        if time.monotonic() >= stop:
+            return
+        try:
+            inner(*args, **kwargs)
+        except type(failed) as exc:
+            if not isinstance(exc, WorkerTimeout):  # cut by `stop`, not failing by itself
+                smallest.append(session.last_input)
+            raise
+
+    names = [n for n in inspect.signature(wrapped).parameters if n in item.funcargs]
+    before = wrapped._hypothesis_internal_use_settings
+    deadline = grading.sandbox.deadline
+    session.restart()
+    _compat.set_inner_test(wrapped, bounded)
+    wrapped._hypothesis_internal_use_settings = settings(
+        before, phases=[Phase.explicit, Phase.generate, Phase.shrink])
+    grading.sandbox.deadline = min(deadline or stop, stop)
+    try:
+        wrapped(**{name: item.funcargs[name] for name in names})
+    except Exception:  # noqa: BLE001 - the check's outcome is the first run's, not this one's
+        pass
+    finally:
+        grading.sandbox.deadline = deadline
+        wrapped._hypothesis_internal_use_settings = before
+        _compat.set_inner_test(wrapped, inner)
+        session.restart()
+    session.last_input = smallest[-1]
 
 
 def _shows_input(exc: BaseException) -> bool:

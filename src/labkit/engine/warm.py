@@ -39,7 +39,7 @@ import pytest
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine import _compat, cold
 from labkit.engine.assemble import assemble
-from labkit.engine.plugin import GradingPlugin, Progress, selected
+from labkit.engine.plugin import GradingPlugin, Progress, Shrinking, selected
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
 from labkit.sandbox import protocol
@@ -412,7 +412,8 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     plugin = BatchPlugin(lab, loop, zygote)
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        code = pytest.main(cold.pytest_args(lab), plugins=[plugin, PlainReports()])
+        code = pytest.main(cold.pytest_args(lab),
+                           plugins=[plugin, PlainReports(), Shrinking(plugin)])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
