@@ -189,8 +189,10 @@ class GradingPlugin:
     def pytest_sessionfinish(self) -> None:
         self.release()
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.interrupted = True
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # a Ctrl-C itself; pytest also tells of its own `Interrupted` (a collection error)
+        if type(excinfo.value) is KeyboardInterrupt:
+            self.interrupted = True
 
     def pytest_runtest_logstart(self) -> None:
         grading = self._grading
@@ -255,7 +257,8 @@ class GradingPlugin:
         lang = self.grading.lang
         where = getattr(exc, "where", "") or check_id.split(".")[0]
         if isinstance(exc, CheckFailed):
-            if exc.key == "refused_unreadable" and str(exc.params.get("file", "")).endswith(".py"):
+            if exc.key == "refused_unreadable" and str(exc.params.get("file", "")).endswith(".py") \
+                    and str(exc.params.get("what", "")).startswith("not valid Python"):
                 file = str(exc.params["file"])  # not Python: the import fails the same way
                 return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
                                import_error=(file, ""))
