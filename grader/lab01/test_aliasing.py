@@ -69,8 +69,8 @@ def test_view_or_copy_predictions(student, credit):
         credit.partial(0, len(EXPRESSIONS))
         fail("view_or_copy_not_a_dict")
     truth = _truth()
-    right = sum(got.get(key) == word for key, word in truth.items())
-    credit.partial(right, len(truth))
+    wrong = [key for key, word in truth.items() if got.get(key) != word]
+    credit.partial(len(truth) - len(wrong), len(truth), wrong=wrong)
 
 
 # --- returns_view ------------------------------------------------------------------------

@@ -41,9 +41,25 @@ def pick(texts: Mapping[str, str], lang: str) -> str:
     return texts.get(lang) or texts.get("en") or ""
 
 
+class Phrase:
+    """A catalogue text given as a parameter of another (a reason inside an error), so
+    it is told in the language the outer text is told in."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        self.key, self.params = key, params
+
+    def text(self, lang: str) -> str:
+        return t(self.key, lang, **self.params)
+
+    def __str__(self) -> str:
+        return self.text("en")
+
+
 def t(key: str, lang: str, **params: Any) -> str:
-    """The kit message `key` in `lang`, formatted with `params`."""
-    return pick(_catalogue()[key], lang).format(**params)
+    """The kit message `key` in `lang`, formatted with `params` (a `Phrase` among them
+    is told in `lang` too)."""
+    told = {k: v.text(lang) if isinstance(v, Phrase) else v for k, v in params.items()}
+    return pick(_catalogue()[key], lang).format(**told)
 
 
 def has(key: str) -> bool:

@@ -18,19 +18,21 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from labkit import fileset, textsafe
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
-from labkit.student import workspace
+from labkit.student import locate, workspace
 
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a zip declaring more than this is refused
 MAX_ZIP_MEMBERS = 10_000
-SEARCH_DEPTH = 2  # how deep inside an entry the lab's files may sit (e.g. alice/lab02/)
-_IGNORED = ("__MACOSX", "__pycache__")
+SEARCH_DEPTH = locate.SEARCH_DEPTH  # how deep inside an entry the lab's files may sit
+_IGNORED = locate.IGNORED
+_walk = locate.walk
+_markers = locate.markers
 
 
 class SubmissionError(LabkitError):
@@ -203,42 +205,16 @@ def _single_zip(lab: LabSpec, folder: Path) -> Path | None:
     return Path(zips[0].path)
 
 
-def _markers(lab: LabSpec) -> tuple[str, ...]:
-    """Names whose presence says 'the lab's workspace is here'."""
-    return (lab.files[0], f"{lab.id}.ipynb")
-
-
-def _walk(root: Path, depth: int) -> Iterator[Path]:
-    """Every path under `root` down to `depth` levels, never following symlinks."""
-    try:
-        with os.scandir(root) as found:
-            items = list(found)
-    except OSError:
-        return
-    for item in items:
-        if item.name in _IGNORED:
-            continue
-        yield Path(item.path)
-        if depth > 1 and item.is_dir(follow_symlinks=False):
-            yield from _walk(Path(item.path), depth - 1)
-
-
 def _find_root(lab: LabSpec, folder: Path, entry: Entry) -> Path:
-    """The folder inside an entry that holds the lab's files (the entry itself, usually)."""
-    if any(os.path.lexists(folder / m) for m in (*lab.files, *_markers(lab))):
-        return folder
-    candidates = set()
-    for path in _walk(folder, SEARCH_DEPTH + 1):
-        rel = path.relative_to(folder).as_posix()
-        for marker in _markers(lab):
-            if rel.endswith("/" + marker):
-                candidates.add(rel[: -len(marker)])
-    if not candidates:
+    """The folder inside an entry that holds the lab's files (the entry itself, usually),
+    found as `labkit grade` finds a student's (`locate.lab_roots`)."""
+    best = locate.lab_roots(lab, folder, SEARCH_DEPTH)
+    if not best:
         if not any(True for _ in _walk(folder, 1)):
             raise SubmissionError("batch_empty", name=entry.name)
         raise SubmissionError("batch_no_lab_files", name=entry.name,
                               files=", ".join(lab.files))
-    return folder / _pick_prefix(candidates, entry)
+    return folder / _pick_prefix(set(best), entry)
 
 
 def _pick_prefix(candidates: set[str], entry: Entry) -> str:

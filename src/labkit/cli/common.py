@@ -26,7 +26,7 @@ LANG_OPTION = click.option(
 )
 DIR_OPTION = click.option(
     "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), default=None,
-    help="The lab's workspace folder (default: ./LAB).",
+    metavar="DIR", help="The lab's workspace folder (default: ./LAB, or the one you are in).",
 )
 REPO_OPTION = click.option(
     "--repo", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,

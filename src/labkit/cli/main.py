@@ -9,13 +9,16 @@ nothing of this group; it adds them, so no module imports the one that imports i
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
 from labkit import __version__, i18n, settings
-from labkit.cli import dev, doctor, instructor, student
+from labkit.cli import dev, doctor, helptext, instructor, student, watch
 from labkit.cli.common import LANG, die
 from labkit.errors import LabkitError
 
@@ -33,24 +36,61 @@ class OneLineErrors(click.Group):
         except LabkitError as exc:
             click.echo(f"labkit: {exc.text(ctx.meta.get(LANG) or i18n.detect_lang())}", err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's code for SIGINT
+            lang = ctx.meta.get(LANG) or i18n.detect_lang()
+            click.echo(f"\nlabkit: {i18n.t('cancelled', lang)}", err=True)
+            sys.exit(130)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        argv = list(sys.argv[1:] if args is None else args)
+        chosen = _lang_in(argv)
+        lang = i18n.detect_lang(chosen if chosen in i18n.LANGUAGES else None)
+        helptext.use(self, lang)  # --help and click's usage errors too, before parsing
+        sys.unraisablehook = _interrupts_raised_again(sys.unraisablehook)
         try:
-            return super().main(*args, **kwargs)
+            return super().main(argv, *rest, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
             click.echo(exc.ctx.get_help())
             sys.exit(2)
         except click.ClickException as exc:
             ctx: click.Context | None = getattr(exc, "ctx", None)  # UsageError's; not every one's
-            hint = f" (see '{ctx.command_path} --help')" if ctx else ""
+            hint = i18n.t("see_help", lang, command=ctx.command_path) if ctx else ""
             die(f"{exc.format_message()}{hint}")
         except click.Abort:
-            die("aborted")
+            die(i18n.t("aborted", lang))
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
             if settings.flag(settings.DEBUG):
                 raise
-            die(f"internal error: {type(exc).__name__}: {exc} (LABKIT_DEBUG=1 shows more)")
+            die(i18n.t("internal_error", lang, type=type(exc).__name__, detail=exc))
+
+
+def _interrupts_raised_again(previous: Any) -> Any:
+    """A Ctrl-C that lands in a garbage-collector callback (hypothesis keeps one) is
+    printed and dropped by Python; raise it again, where the command can see it."""
+    if getattr(previous, "labkit", False):
+        return previous
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # a little later, from another thread: a signal raised here would be handled
+            # here, inside the hook, and dropped again
+            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        previous(unraisable)
+
+    hook.labkit = True  # type: ignore[attr-defined]
+    return hook
+
+
+def _lang_in(argv: list[str]) -> str | None:
+    """The `--lang` of a command line, read before click parses it (for `--help`)."""
+    for index, arg in enumerate(argv):
+        if arg == "--lang" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--lang="):
+            return arg.removeprefix("--lang=")
+    return None
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,5 +99,6 @@ def main() -> None:
     """Auto-graded NumPy systems labs: fetch a lab, edit it, grade it."""
 
 
-for command in (*student.COMMANDS, *instructor.COMMANDS, *dev.COMMANDS, doctor.doctor):
+for command in (*student.COMMANDS, watch.watch, *instructor.COMMANDS, *dev.COMMANDS,
+                doctor.doctor):
     main.add_command(command)

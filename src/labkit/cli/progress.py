@@ -1,4 +1,4 @@
-"""Progress of a batch on the instructor's terminal (the only place labkit uses rich).
+"""Progress on a terminal: a batch's on the instructor's (rich), a grade's on the student's.
 
 On a terminal: a live bar with counts (graded, skipped, errors), the rate and an ETA.
 Elsewhere (a log, CI): one plain line per submission, so nothing is lost in a file.
@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from labkit import textsafe
+from labkit import i18n, textsafe
 from labkit.classroom.batch import BatchEvent
 
 if TYPE_CHECKING:
@@ -100,3 +100,27 @@ def for_terminal(stream: TextIO | None = None) -> PlainProgress | RichProgress:
     """A rich bar when stderr is a terminal, plain lines otherwise."""
     stream = stream or sys.stderr
     return RichProgress() if stream.isatty() else PlainProgress(stream)
+
+
+class CheckLine:
+    """'grading lab02: check 3 of 11', redrawn in place on a terminal's stderr while a
+    grade runs, and wiped when it ends (`close`); nothing at all elsewhere."""
+
+    def __init__(self, lab: str, lang: str, stream: TextIO | None = None) -> None:
+        self.lab, self.lang = lab, lang
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.live:
+            line = i18n.t("progress_line", self.lang, lab=self.lab, done=done, total=total)
+            self.stream.write(f"\r\x1b[2K{line}")
+            self.stream.flush()
+            self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self.shown = False

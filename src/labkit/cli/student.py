@@ -2,36 +2,61 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from labkit import i18n
+from labkit import i18n, textsafe
 from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
-from labkit.results import Status
-from labkit.student import workspace
+from labkit.results import LabResult, Status
+from labkit.student import locate, workspace
+
+
+def _locate(lab_id: str | None, directory: Path | None) -> locate.Located:
+    """The workspace meant: `--dir`, else the one this folder is in, holds or is above."""
+    return locate.locate(lab_id, directory or Path.cwd(), explicit=directory is not None)
 
 
 @click.command("list")
 @LANG_OPTION
 def list_labs(lang: str) -> None:
-    """Every lab, and how far you are with the ones under this folder."""
-    found = workspace.find_workspaces(Path.cwd())
-    for lab in registry.catalogue():
-        here = found.get(lab.id)
-        last = workspace.last_grade(here) if here else None
-        if last is not None:
-            state = i18n.t("list_graded", lang, score=last.score, max_score=last.max_score)
-        elif here is not None:
+    """Every lab, how far you are with the ones under this folder, and what to do next."""
+    from labkit.student import overview
+
+    cwd = Path.cwd()
+    rows = overview.overview(cwd)
+    for row in rows:
+        if row.last is not None:
+            key = "list_stale" if row.stale else "list_graded"
+            state = i18n.t(key, lang, score=row.last.score, max_score=row.last.max_score)
+        elif row.path is not None:
             state = i18n.t("list_fetched", lang)
         else:
             state = i18n.t("list_not_fetched", lang)
-        where = f"  ({here.relative_to(Path.cwd()) or '.'})" if here else ""
-        click.echo(f"{lab.id}  {lab.title_in(lang):<40} {state}{where}")
+        where = ""
+        if row.path is not None:
+            shown = os.path.relpath(row.path, cwd)
+            where = f"  ({textsafe.shown(shown)})"
+        click.echo(f"{row.lab.id}  {row.lab.title_in(lang):<40} {state}{where}")
+    score, max_score = sum(r.score for r in rows), sum(r.max_score for r in rows)
+    share = score / max_score if max_score else 0.0
+    click.echo("")
+    click.echo(i18n.t("list_overall", lang, bar=overview.bar(share), score=score,
+                      max_score=max_score, percent=round(100 * share)))
+    following = overview.next_lab(rows)
+    if following is None:
+        click.echo(i18n.t("list_all_done", lang))
+        return
+    command = (f"labkit grade {following.lab.id}" if following.path is not None
+               else f"labkit fetch {following.lab.id}")
+    click.echo(i18n.t("list_next", lang, lab=following.lab.id,
+                      title=following.lab.title_in(lang), command=command))
 
 
 @click.command()
@@ -42,38 +67,50 @@ def list_labs(lang: str) -> None:
 def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
     """Put LAB's stubs and README into ./LAB (or --dir)."""
     lab = registry.get_lab(lab_id)
+    inside = locate.enclosing(Path.cwd()) if directory is None else None
+    if inside is not None and inside[0] == lab.id and not force:  # fetching would nest it
+        raise workspace.WorkspaceError("fetch_inside", lab=lab.id, path=str(inside[1]))
     dest = directory or Path.cwd() / lab.id
     fetched = workspace.fetch(lab, dest, lang, force=force)
     if fetched.backup:
         click.echo(i18n.t("backed_up", lang, backup=fetched.backup))
     dir_option = f" --dir {dest}" if directory else ""
+    # a package's __init__.py is there to make it one, not to be edited
+    edit = [f for f in lab.files if Path(f).name != "__init__.py"] or list(lab.files)
     click.echo(
         i18n.t("fetched", lang, lab=lab.id, title=lab.title_in(lang), path=dest,
-               files=", ".join(lab.files), dir_option=dir_option)
+               files=", ".join(edit), dir_option=dir_option)
     )
 
 
 @click.command()
-@click.argument("lab_id", metavar="LAB")
+@click.argument("lab_id", metavar="[LAB]", required=False)
 @DIR_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "gradescope"]),
               default=None, help="table (default), the result document (json), or "
               "Gradescope's results.json (gradescope).")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--only", metavar="FUNCTION", default=None,
+              help="Run only the checks of FUNCTION (this grade is not remembered).")
 @LANG_OPTION
-def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
-          lang: str) -> None:
-    """Grade your LAB workspace and show every check."""
+def grade(lab_id: str | None, directory: Path | None, fmt: str | None, as_json: bool,
+          only: str | None, lang: str) -> None:
+    """Grade your LAB workspace and show every check (no LAB: the one you are in)."""
+    from labkit.cli.progress import CheckLine
     from labkit.student import policy
 
     if as_json and fmt not in (None, "json"):
-        die(f"--json and --format {fmt} contradict each other")
+        die(i18n.t("formats_contradict", lang, fmt=fmt))
     fmt = fmt or ("json" if as_json else "table")
-    lab = registry.get_lab(lab_id)
-    path = directory or Path.cwd() / lab.id
+    found = _locate(lab_id, directory)
+    lab, path = found.lab, found.path
+    if only is not None:
+        only = _function(lab, only, lang)
+    line = CheckLine(lab.id, lang)
     try:
         # an autograder (gradescope) grades once: leaving a warm daemon would buy nothing
-        result = policy.grade(lab, path, lang, use_daemon=fmt != "gradescope")
+        result = policy.grade(lab, path, lang, use_daemon=fmt != "gradescope", only=only,
+                              progress=line)
     except workspace.WorkspaceError as exc:
         if fmt == "gradescope":  # an autograder still owes Gradescope a results.json
             from labkit.classroom import batch
@@ -82,34 +119,94 @@ def grade(lab_id: str, directory: Path | None, fmt: str | None, as_json: bool,
             failed = batch.error_result(lab, exc.text(lang), lang)
             click.echo(json.dumps(gradescope.document(failed), ensure_ascii=False, indent=2))
         raise
-    try:
-        workspace.record_grade(path, result)
-    except OSError:
-        pass  # a read-only workspace can still be graded; only `hint` loses its memory
+    finally:
+        line.close()
+    if only is None:  # a grade of some checks is not the lab's grade: `list` would mislead
+        try:
+            workspace.record_grade(path, result)
+        except OSError:
+            pass  # a read-only workspace can still be graded; only `hint` loses its memory
+    elif fmt == "table":
+        click.echo(i18n.t("only_note", lang, name=only, lab=lab.id), err=True)
     if fmt == "gradescope":
         from labkit.interop import gradescope
 
         click.echo(json.dumps(gradescope.document(result), ensure_ascii=False, indent=2))
+    elif fmt == "json":
+        click.echo(result.to_json())
     else:
-        click.echo(result.to_json() if fmt == "json" else render.table(result))
+        _show_table(result)
     sys.exit(0 if result.status is Status.PASS else 1)
+
+
+def _function(lab: registry.LabSpec, name: str, lang: str) -> str:
+    """`name` as a function of `lab` that has checks (`c_strides`, or `c_strides()`)."""
+    name = name.strip().removesuffix("()")
+    functions = sorted({c.id.split(".")[0] for c in registry.lab_checks(lab).checks})
+    if name not in functions:
+        die(i18n.t("unknown_function", lang, lab=lab.id, name=name,
+                   functions=", ".join(functions)))
+    return name
+
+
+def _show_table(result: LabResult) -> None:
+    """On a terminal, the table fits its width (rich, colour unless NO_COLOR); piped,
+    the plain table."""
+    if not sys.stdout.isatty():
+        click.echo(render.table(result))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(render.terminal_table(result, console.width))
+
+
+@click.command()
+@click.argument("lab_id", metavar="[LAB]", required=False)
+@click.argument("check_id", metavar="[CHECK|FUNCTION]", required=False)
+@DIR_OPTION
+@LANG_OPTION
+def hint(lab_id: str | None, check_id: str | None, directory: Path | None, lang: str) -> None:
+    """Hints for the checks that failed in your last grade of LAB (or for one CHECK, or
+    every check of FUNCTION), and the lab's check ids."""
+    labs = {lab.id for lab in registry.catalogue()}
+    if lab_id is not None and check_id is None and lab_id not in labs:
+        inside = locate.enclosing(directory or Path.cwd())
+        if inside is not None:  # `labkit hint c_strides` from inside the workspace
+            lab_id, check_id = None, lab_id
+    found = _locate(lab_id, directory)
+    lab = found.lab
+    checks = registry.lab_checks(lab)
+    ids = [c.id for c in checks.checks]
+    if check_id is not None:
+        check_id = check_id.strip().removesuffix("()")
+        if not any(registry.concerns(i, check_id) for i in ids):
+            die(i18n.t("unknown_check", lang, lab=lab.id, check=check_id))
+    last = workspace.last_grade(found.path)
+    if last is None:
+        die(i18n.t("no_grade_yet", lang, lab=lab.id))
+    click.echo(render.hints(last, checks, lang, only=check_id))
+    click.echo("")
+    click.echo(i18n.t("check_ids", lang, lab=lab.id, ids=", ".join(ids)))
 
 
 @click.command()
 @click.argument("lab_id", metavar="LAB")
-@click.argument("check_id", metavar="[CHECK]", required=False)
+@click.argument("file", metavar="FILE")
 @DIR_OPTION
 @LANG_OPTION
-def hint(lab_id: str, check_id: str | None, directory: Path | None, lang: str) -> None:
-    """Hints for the checks that failed in your last grade of LAB (or for CHECK)."""
-    lab = registry.get_lab(lab_id)
-    checks = registry.lab_checks(lab)
-    if check_id is not None and check_id not in {c.id for c in checks.checks}:
-        die(i18n.t("unknown_check", lang, lab=lab.id, check=check_id))
-    last = workspace.last_grade(directory or Path.cwd() / lab.id)
-    if last is None:
-        die(i18n.t("no_grade_yet", lang, lab=lab.id))
-    click.echo(render.hints(last, checks, lang, only=check_id))
+def reset(lab_id: str, file: str, directory: Path | None, lang: str) -> None:
+    """Put FILE of LAB back as the stub was; your version, if changed, goes to a backup."""
+    found = _locate(lab_id, directory)
+    rel = Path(file).as_posix()
+    if rel not in found.lab.files:  # FILE as typed from inside a folder of the workspace
+        here = (Path.cwd() / file).absolute()
+        with contextlib.suppress(ValueError):
+            rel = here.relative_to(found.path.absolute()).as_posix()
+    backup = workspace.reset_file(found.lab, found.path, rel)
+    if backup is not None:
+        click.echo(i18n.t("reset_backup", lang, backup=backup))
+    click.echo(i18n.t("reset_done", lang, file=rel, lab=found.lab.id))
 
 
 @click.group("daemon")
@@ -154,4 +251,4 @@ def schema() -> None:
     click.echo(json.dumps(json.loads(SCHEMA_FILE.read_text()), indent=2))
 
 
-COMMANDS = (list_labs, fetch, grade, hint, daemon_group, schema)
+COMMANDS = (list_labs, fetch, grade, hint, reset, daemon_group, schema)

@@ -176,6 +176,12 @@ def get_lab(lab_id: str, root: Path | None = None) -> LabSpec:
     raise UnknownLab(lab_id, close[0] if close else None, [lab.id for lab in labs])
 
 
+def concerns(check_id: str, name: str) -> bool:
+    """Whether `name`, a check id or a function's name, stands for the check `check_id`
+    (`c_strides` stands for `c_strides.matches_numpy`)."""
+    return check_id == name or check_id.startswith(name + ".")
+
+
 def lab_checks(lab: LabSpec) -> LabChecks:
     """The lab's checks (`grader/<lab>/checks.toml`), parsed once while the file is
     unchanged; a `CourseError` when it cannot be loaded."""

@@ -47,3 +47,27 @@ def draw_without_local_constants() -> None:
     empty = getattr(providers, "_local_constants", None)
     if empty is not None and hasattr(providers, "_get_local_constants"):
         providers._get_local_constants = lambda: empty
+
+
+@contextlib.contextmanager
+def drawing_as(wrapped: Any, body: Callable[..., Any]) -> Any:
+    """While `wrapped` runs a stand-in body, draw the examples `body` would get.
+
+    A derandomized run seeds its examples with a digest of the body it runs, so a
+    stand-in (`warm.Replay.record`) would otherwise record other examples than the
+    check's own run gets (the cold path): the seed of `body` is given instead, as
+    `@seed` would give it. A check with a `@seed` of its own keeps it.
+    """
+    from hypothesis.internal.compat import int_from_bytes
+    from hypothesis.internal.reflection import function_digest
+
+    settings = getattr(wrapped, "_hypothesis_internal_use_settings", None)
+    if getattr(wrapped, "_hypothesis_internal_use_seed", None) is not None or \
+            settings is None or not settings.derandomize:
+        yield
+        return
+    wrapped._hypothesis_internal_use_seed = int_from_bytes(function_digest(body))
+    try:
+        yield
+    finally:
+        wrapped._hypothesis_internal_use_seed = None

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from labkit import __version__, i18n
 from labkit.course.catalogue import lab_checks
+from labkit.engine import static
 from labkit.fileset import digest
 from labkit.results import CheckResult, LabResult, Status, total
 
@@ -39,6 +40,7 @@ def assemble(lab, files, lang, outcomes, duration, isolation: str | None = None)
             )
         )
     checks = _apply_requirements(specs, checks, lang)
+    problem = _import_problem(files, [o for _, o in outcomes if o is not None], lang)
     score, max_score = total(tuple(checks))
     status = Status.PASS if all(c.status is Status.PASS for c in checks) else Status.FAIL
     return LabResult(
@@ -52,7 +54,22 @@ def assemble(lab, files, lang, outcomes, duration, isolation: str | None = None)
         lang=lang,
         isolation=isolation or _default_isolation(),
         checks=tuple(checks),
+        message=problem,
     )
+
+
+def _import_problem(files, outcomes, lang: str) -> str:
+    """Once for the whole table: the first lab file whose import failed, where and why
+    (a syntax error located by this side's own parse, else what the import raised)."""
+    failed = [o.import_error for o in outcomes if o.import_error is not None]
+    if not failed:
+        return ""
+    file = failed[0][0]
+    detail = next((d for f, d in failed if f == file and d), "")
+    located = static.syntax_error(files.get(file, b""))
+    if located is not None:
+        detail = located
+    return i18n.t("import_problem", lang, file=file, detail=detail or "?")
 
 
 def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[CheckResult]:

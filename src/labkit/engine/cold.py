@@ -19,12 +19,15 @@ from labkit.errors import LabkitError
 from labkit.results import LabResult
 
 if TYPE_CHECKING:
+    from labkit.engine.plugin import Progress
     from labkit.sandbox.host import Sandbox
 
 
-def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
+def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en", *,
+                only: str | None = None, progress: Progress | None = None) -> LabResult:
     """Grade already-collected files, held in memory: only the sandbox writes them, into
-    each worker's fresh folder."""
+    each worker's fresh folder. `only`: just that function's checks (`plugin.selected`);
+    `progress(k, n)` is told as each check begins."""
     from labkit.sandbox.host import Sandbox, SandboxConfig
 
     started = time.monotonic()
@@ -36,7 +39,7 @@ def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabR
         probes=probes if probes.is_file() else None,
     )
     with Sandbox(config) as sandbox:
-        outcomes = _run_graders(lab, sandbox, lang)
+        outcomes = _run_graders(lab, sandbox, lang, only, progress)
     raise_kit_failure(sandbox)
     return assemble(lab, files, lang, outcomes, time.monotonic() - started, sandbox.isolation)
 
@@ -56,20 +59,24 @@ def raise_kit_failure(sandbox: Sandbox) -> None:
         raise KitFailure(str(sandbox.failure))
 
 
-def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str) -> list[tuple[str, object]]:
+def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str, only: str | None = None,
+                 progress: Progress | None = None) -> list[tuple[str, object]]:
     import pytest  # imported here so that the sandbox's start-up overlaps it
 
-    from labkit.engine.plugin import GradingPlugin
+    from labkit.engine.plugin import GradingPlugin, Shrinking
 
     plugin = GradingPlugin(lab, lab_checks(lab))
-    plugin.begin(sandbox, lang)
+    plugin.only = only
+    plugin.begin(sandbox, lang, progress)
     saved = os.environ.get("PYTEST_ADDOPTS")
     os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
     try:
-        code = pytest.main(pytest_args(lab), plugins=[plugin])
+        code = pytest.main(pytest_args(lab), plugins=[plugin, Shrinking(plugin)])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
+    if plugin.interrupted:  # pytest swallowed the Ctrl-C: it is the caller's to see
+        raise KeyboardInterrupt
     ensure_collected(lab, code, bool(plugin.order))
     return [(check_id, plugin.outcomes.get(nodeid)) for nodeid, check_id in plugin.order]
 

@@ -8,9 +8,10 @@ exception the student's code raised is `fail`, a call that ran out of time is
 
 from __future__ import annotations
 
+import inspect
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -18,8 +19,8 @@ from typing import Any
 import pytest
 
 from labkit import i18n
-from labkit.course.catalogue import LabChecks, LabSpec
-from labkit.engine import _compat
+from labkit.course.catalogue import LabChecks, LabSpec, concerns
+from labkit.engine import _compat, inputs
 from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
@@ -35,6 +36,9 @@ from labkit.sandbox.host import (
 # The whole grading ran past its limit: the call that was waiting ends, and remaining
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).
 GradeTimeout = GradingTimeout
+MAX_WRONG = 8  # wrong parts a partial-credit message names
+SHRINK_SECONDS = 1.0  # at most, to find a smaller failing input for a check's message
+SHRINK_MARGIN = 2.0  # s of the grading's limit shrinking leaves to the checks after it
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Outcome:
     message: str = ""
     fraction: float | None = None
     output: str = ""
+    import_error: tuple[str, str] | None = None  # (file, what its import raised): not graded
 
 
 class Credit:
@@ -52,9 +57,12 @@ class Credit:
 
     def __init__(self) -> None:
         self.fraction: float | None = None
+        self.wrong: tuple[str, ...] = ()
 
-    def partial(self, earned: float, possible: float) -> None:
+    def partial(self, earned: float, possible: float, wrong: Sequence[str] = ()) -> None:
+        """`wrong`: the grader's names of the parts that were wrong (quiz keys), shown."""
         self.fraction = max(0.0, min(1.0, earned / possible)) if possible else 0.0
+        self.wrong = tuple(str(w) for w in wrong)
 
 
 @dataclass
@@ -70,6 +78,19 @@ class Grading:
     sessions: dict[str, Session] = field(default_factory=dict)
     credits: dict[str, Credit] = field(default_factory=dict)
     shared: Session | None = None  # a passing check's worker, for the next check
+    total: int = 0  # checks this grading runs
+    started: int = 0  # of them, begun so far
+    progress: Progress | None = None
+    outputs: dict[str, str] = field(default_factory=dict)  # by nodeid, read before shrinking
+
+
+# progress(k, n): check k of n has begun (for a live line on the student's terminal)
+Progress = Callable[[int, int], None]
+
+
+def selected(check_id: str, only: str | None) -> bool:
+    """Whether `--only FUNCTION` keeps a check: its id is FUNCTION.aspect (or FUNCTION)."""
+    return only is None or concerns(check_id, only)
 
 
 class GradingPlugin:
@@ -83,10 +104,16 @@ class GradingPlugin:
         self.lab, self.checks = lab, checks
         self.order: list[tuple[str, str]] = []  # (nodeid, check id) in grader order
         self._grading: Grading | None = None
+        self.only: str | None = None  # grade only this function's checks (cold runs)
+        self.interrupted = False  # Ctrl-C: pytest stopped early, there is no grade
 
-    def begin(self, sandbox: Sandbox, lang: str) -> None:
-        """Start grading one submission in `sandbox`, with messages in `lang`."""
-        self._grading = Grading(sandbox, lang, time.monotonic() + self.lab.grade_timeout)
+    def begin(self, sandbox: Sandbox, lang: str, progress: Progress | None = None,
+              total: int | None = None) -> None:
+        """Start grading one submission in `sandbox`, with messages in `lang`;
+        `progress` is told as each of its `total` checks begins."""
+        self._grading = Grading(sandbox, lang, time.monotonic() + self.lab.grade_timeout,
+                                total=len(self.order) if total is None else total,
+                                progress=progress)
 
     def end(self) -> None:
         """The grading is over: drop its state (the sandbox, sessions, outcomes) so a
@@ -163,28 +190,54 @@ class GradingPlugin:
     def pytest_sessionfinish(self) -> None:
         self.release()
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # a Ctrl-C itself; pytest also tells of its own `Interrupted` (a collection error)
+        if type(excinfo.value) is KeyboardInterrupt:
+            self.interrupted = True
+
+    def pytest_runtest_logstart(self) -> None:
+        grading = self._grading
+        if grading is not None and grading.progress is not None:
+            grading.started += 1
+            grading.progress(grading.started, max(grading.total, grading.started))
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]
+                                      ) -> None:
+        kept, dropped = [], []
         for item in items:
             marker = item.get_closest_marker("labkit_check")
             if marker is None:
                 raise pytest.UsageError(f"{item.nodeid} has no @check(...)")
-            self.order.append((item.nodeid, marker.args[0]))
+            if selected(marker.args[0], self.only):
+                self.order.append((item.nodeid, marker.args[0]))
+                kept.append(item)
+            else:
+                dropped.append(item)
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+        if self._grading is not None:
+            self._grading.total = len(kept)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
         if call.when == "call" or (call.when == "setup" and report.failed):
-            self._record(item.nodeid, call)
+            self._record(item.nodeid, call, _compat.inner_test(getattr(item, "obj", None)))
         return report
 
-    def _record(self, nodeid: str, call: pytest.CallInfo) -> None:
+    def _record(self, nodeid: str, call: pytest.CallInfo, prop: object = None) -> None:
         grading = self.grading
         session = grading.sessions.get(nodeid)
-        output = session.output() if session else ""
+        output = grading.outputs.get(nodeid, session.output() if session else "")
         if call.excinfo is None:
             outcome = Outcome(Status.PASS)
         else:
             outcome = self.classify(call.excinfo.value, dict(self.order)[nodeid])
+            if prop is not None and session is not None and session.last_input is not None \
+                    and _shows_input(call.excinfo.value):
+                outcome.message = i18n.t("failing_input", grading.lang, message=outcome.message,
+                                         call=inputs.call_text(*session.last_input))
         credit = grading.credits.get(nodeid)
         if credit is not None and credit.fraction is not None:
             outcome.fraction = credit.fraction
@@ -192,6 +245,11 @@ class GradingPlugin:
                 outcome.status = Status.FAIL
                 outcome.message = i18n.pick(self.checks.get(dict(self.order)[nodeid]).fail,
                                             grading.lang)
+                if credit.wrong:
+                    keys = ", ".join(credit.wrong[:MAX_WRONG])
+                    more = len(credit.wrong) - MAX_WRONG
+                    outcome.message = i18n.t("wrong_keys", grading.lang, message=outcome.message,
+                                             keys=keys + (f" (+{more})" if more > 0 else ""))
         outcome.output = output
         grading.outcomes[nodeid] = outcome
 
@@ -200,12 +258,23 @@ class GradingPlugin:
         lang = self.grading.lang
         where = getattr(exc, "where", "") or check_id.split(".")[0]
         if isinstance(exc, CheckFailed):
+            if exc.key == "refused_unreadable" and str(exc.params.get("file", "")).endswith(".py") \
+                    and str(exc.params.get("what", "")).startswith("not valid Python"):
+                file = str(exc.params["file"])  # not Python: the import fails the same way
+                return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
+                               import_error=(file, ""))
             texts = self.checks.messages.get(exc.key)
             if texts is not None:
                 return Outcome(Status.FAIL, i18n.pick(texts, lang).format(**exc.params))
             if i18n.has(exc.key):
                 return Outcome(Status.FAIL, f"{where}: " + i18n.t(exc.key, lang, **exc.params))
         if isinstance(exc, StudentRaised):
+            if exc.where.startswith("import "):  # told once, above the table (`assemble`)
+                module = exc.where.removeprefix("import ")
+                detail = f"{exc.type_name}: {exc.message}".replace("\n", " ")[:300]
+                file = self._module_file(module)
+                return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
+                               import_error=(file, detail))
             if exc.not_implemented:
                 return Outcome(Status.FAIL, i18n.t("not_implemented", lang, where=where))
             message = exc.message.replace("\n", " ")[:200]
@@ -228,6 +297,99 @@ class GradingPlugin:
         if isinstance(exc, AssertionError | pytest.fail.Exception):  # incl. pytest.raises
             return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
         return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))
+
+
+    def _module_file(self, module: str) -> str:
+        """The lab file a module name stands for (`pkg.mod` -> `pkg/mod.py`)."""
+        stem = module.replace(".", "/")
+        for rel in self.lab.files:
+            if rel in (f"{stem}.py", f"{stem}/__init__.py"):
+                return rel
+        return f"{stem}.py"
+
+
+class Shrinking:
+    """Registered beside a `GradingPlugin` (a plugin of its own: the warm one has a
+    `pytest_pyfunc_call` of its own, which this wraps). A property check that failed on
+    a wrong answer is run again under hypothesis with shrinking, so that its message
+    names the smallest failing input found (`_shrink`); how it failed, and so its
+    points, stay as they were."""
+
+    def __init__(self, plugin: GradingPlugin) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
+        try:
+            return (yield)
+        except Exception as exc:
+            grading = self.plugin.grading
+            session = grading.sessions.get(pyfuncitem.nodeid)
+            if (session is not None and session.last_input is not None and _shows_input(exc)
+                    and not isinstance(exc, WorkerTimeout)  # a hang: each try would hang too
+                    and _compat.inner_test(pyfuncitem.obj) is not None):
+                grading.outputs[pyfuncitem.nodeid] = session.output()
+                _shrink(pyfuncitem, session, exc, grading)
+            raise
+
+
+def _shrink(item: pytest.Function, session: Session, failed: Exception, grading: Grading) -> None:
+    """Leave in `session.last_input` the smallest input hypothesis finds failing the check
+    as it failed (the same exception type), searching until `SHRINK_SECONDS` have passed
+    or the grading's deadline is near, whichever comes first: past that, every candidate
+    counts as passing, so hypothesis ends at once with the smallest found so far.
+
+    The shrinking runs in a fresh worker (the failed one may be stopped, or changed), with
+    each call bounded by the same time; the derandomized examples make warm and cold
+    gradings find the same input.
+    """
+    from hypothesis import Phase, settings
+
+    wrapped = item.obj
+    inner = _compat.inner_test(wrapped)
+    if inner is None:
+        return
+    stop = min(time.monotonic() + SHRINK_SECONDS, grading.deadline - SHRINK_MARGIN)
+    smallest = [session.last_input]
+
+    def bounded(*args: Any, **kwargs: Any) -> None:
+        if time.monotonic() >= stop:
+            return
+        try:
+            inner(*args, **kwargs)
+        except type(failed) as exc:
+            if not isinstance(exc, WorkerTimeout):  # cut by `stop`, not failing by itself
+                smallest.append(session.last_input)
+            raise
+
+    names = [n for n in inspect.signature(wrapped).parameters if n in item.funcargs]
+    before = wrapped._hypothesis_internal_use_settings
+    deadline = grading.sandbox.deadline
+    session.restart()
+    _compat.set_inner_test(wrapped, bounded)
+    wrapped._hypothesis_internal_use_settings = settings(
+        before, phases=[Phase.explicit, Phase.generate, Phase.shrink])
+    grading.sandbox.deadline = min(deadline or stop, stop)
+    try:
+        wrapped(**{name: item.funcargs[name] for name in names})
+    except Exception:  # noqa: BLE001 - the check's outcome is the first run's, not this one's
+        pass
+    finally:
+        grading.sandbox.deadline = deadline
+        wrapped._hypothesis_internal_use_settings = before
+        _compat.set_inner_test(wrapped, inner)
+        session.restart()
+    session.last_input = smallest[-1]
+
+
+def _shows_input(exc: BaseException) -> bool:
+    """Whether a failed property check should name its input: a wrong answer, a raise
+    or a hang in a call, not a stub, a grading out of time or a module that won't import."""
+    if isinstance(exc, StudentRaised):
+        return not exc.not_implemented and not exc.where.startswith("import ")
+    if isinstance(exc, GradeTimeout):
+        return False
+    return isinstance(exc, AssertionError | CheckFailed | WorkerTimeout | pytest.fail.Exception)
 
 
 def _exit_detail(exitcode: int | None) -> str:

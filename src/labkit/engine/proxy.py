@@ -184,6 +184,7 @@ class Session:
         self.ahead: deque[Request] | None = None
         self.callbacks_given = 0  # callbacks numbered so far (see `_take_callbacks`)
         self.last_call = CallRecord(0.0, ())
+        self.last_input: tuple[str, list, dict] | None = None  # last call: name, args, kwargs
         self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
 
     @property
@@ -194,7 +195,7 @@ class Session:
     def next_check(self, timeout: float) -> None:
         """Serve another check with the same worker: its own time limit and output."""
         assert self.worker is not None, "only a session with a worker is handed on"
-        self.timeout, self.ahead = timeout, None
+        self.timeout, self.ahead, self.last_input = timeout, None, None
         self.worker.next_output()
         if self.arena is not None:
             self.arena.clear()
@@ -205,6 +206,11 @@ class Session:
         key = module or self.sandbox.config.modules[0]
         if key in self.broken:
             raise self.broken[key].with_traceback(None)
+        if op in ("call", "observe", "probe"):  # the grader's values: a failing check's input
+            args = list(fields.get("args") or [])  # a probe calling `where` names it first
+            if op == "probe" and args and isinstance(args[0], str) and args[0] == where:
+                args = args[1:]
+            self.last_input = (where, args, dict(fields.get("kwargs") or {}))
         fields, callbacks = _take_callbacks(fields, self.callbacks_given)
         self.callbacks_given += len(callbacks)  # numbers are never reused: a stale one fails
         header, blobs = _encode(op, key, fields)

@@ -223,6 +223,22 @@ def _parse(source: bytes) -> ast.Module | str:
         return "nested too deeply to analyse"
 
 
+def syntax_error(source: bytes) -> str | None:
+    """Where and why `source` is not Python (`line 3: SyntaxError: invalid syntax`), from
+    this side's own parse; None if it parses (or is too large to try)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:200]
+    except (RecursionError, MemoryError):
+        return "nested too deeply to parse"
+    return None
+
+
 @lru_cache(maxsize=64)
 def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
                    own: frozenset[str]) -> tuple[Refusal, ...]:

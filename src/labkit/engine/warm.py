@@ -22,11 +22,14 @@ and grades every submission it is sent with the same collected items:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import inspect
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -36,13 +39,91 @@ import pytest
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine import _compat, cold
 from labkit.engine.assemble import assemble
-from labkit.engine.plugin import GradingPlugin
+from labkit.engine.plugin import GradingPlugin, Progress, Shrinking, selected
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
-from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, Zygote
+from labkit.sandbox import protocol
+from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, WorkerHandle, Zygote
 
-# grade(files, lang): the submission's files as they were read, `{path: bytes}`.
-GradeFn = Callable[[dict[str, bytes], str], LabResult]
+# grade(files, lang, cancel=None): the submission's files as they were read,
+# `{path: bytes}`; `cancel`, a `Cancel` another thread may set to stop the grading.
+GradeFn = Callable[..., LabResult]
+
+
+class GradingCancelled(Exception):
+    """The grading was cancelled (`Cancel.set`): there is no result to give."""
+
+
+_WAITS = {WorkerHandle.receive.__code__, WorkerHandle.send.__code__,
+          WorkerHandle.answer.__code__}
+_POKE_SECONDS = 0.05
+
+
+class Cancel:
+    """'Stop this grading now', set from another thread (a daemon's client hung up).
+
+    Setting it moves the grading's deadline to now, so every check still to come ends at
+    once as out of time, and a signal to the main thread ends the wait for a worker
+    that is under way as a timeout (the worker is stopped as after any timeout). The
+    signal raises only inside such a wait, where a timeout is expected and handled;
+    anywhere else it only leaves the new deadline to act, so pytest, the zygote and the
+    grader's own code are never interrupted in the middle. The signal is repeated
+    until the grading is over, in case it lands just before a wait begins.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._over = threading.Event()
+        self._lock = threading.Lock()  # held to signal, and to stop signalling
+        self._plugin: BatchPlugin | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def finish(self) -> None:
+        """The grading is over (cancelled or not): `set` returns, signals stop."""
+        self._over.set()
+
+    def finished(self) -> bool:
+        return self._over.is_set()
+
+    def set(self) -> None:
+        """Cancel (from any thread); returns once the grading has noticed or ended."""
+        self._event.set()
+        main = threading.main_thread().ident
+        while main is not None and not self._over.is_set():
+            with self._lock:
+                if self._plugin is not None:  # only while our handler is installed
+                    signal.pthread_kill(main, signal.SIGUSR1)
+            self._over.wait(_POKE_SECONDS)
+
+    def _handler(self, _signum: int, frame: Any) -> None:
+        plugin = self._plugin
+        if not self._event.is_set() or plugin is None or plugin._grading is None:
+            return  # not begun yet (the next signal comes soon) or over
+        now = time.monotonic()
+        plugin._grading.deadline = min(plugin._grading.deadline, now)
+        plugin._grading.sandbox.deadline = now
+        if frame is not None and frame.f_code is protocol.wait_code():
+            caller = frame.f_back
+            for _ in range(4):
+                if caller is None:
+                    break
+                if caller.f_code in _WAITS:
+                    raise protocol.ChannelTimeout()
+                caller = caller.f_back
+
+    @contextlib.contextmanager
+    def guarding(self, plugin: BatchPlugin) -> Iterator[None]:
+        """While `plugin` grades in the main thread, let `set` stop it."""
+        previous = signal.signal(signal.SIGUSR1, self._handler)
+        self._plugin = plugin
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._plugin = None
+            signal.signal(signal.SIGUSR1, previous)
 
 
 class _NotReplayable(Exception):
@@ -78,7 +159,8 @@ class Replay:
 
         _compat.set_inner_test(self.wrapped, stand_in)
         try:
-            self.wrapped(**dict.fromkeys(self.fixtures))
+            with _compat.drawing_as(self.wrapped, self.inner):  # the examples a cold run draws
+                self.wrapped(**dict.fromkeys(self.fixtures))
             self.examples = seen
             self.frozen = [_immutable(example) for example in seen]
         except (_NotReplayable, HypothesisException):
@@ -176,9 +258,10 @@ class BatchPlugin(GradingPlugin):
         self.replays: dict[str, Replay] = {}
         self._random_states: list[tuple[Any, Any]] = []
 
-    def begin(self, sandbox: Sandbox, lang: str) -> None:
+    def begin(self, sandbox: Sandbox, lang: str, progress: Progress | None = None,
+              total: int | None = None) -> None:
         """A new grading; the graders' module-level generators start where they did."""
-        super().begin(sandbox, lang)
+        super().begin(sandbox, lang, progress, total)
         for owner, state in self._random_states:
             _set_random_state(owner, state)
 
@@ -217,8 +300,26 @@ class BatchPlugin(GradingPlugin):
 
     # --- one grading ----------------------------------------------------------------
 
-    def grade(self, files: dict[str, bytes], lang: str) -> LabResult:
-        """Grade the files, held in memory (the sandbox gives each worker its copy)."""
+    def grade(self, files: dict[str, bytes], lang: str, cancel: Cancel | None = None,
+              only: str | None = None, progress: Progress | None = None) -> LabResult:
+        """Grade the files, held in memory (the sandbox gives each worker its copy).
+
+        `cancel` (main thread only) lets another thread stop the grading at once:
+        `GradingCancelled` then, and the process is ready for the next grading.
+        `only`: just that function's checks; `progress(k, n)` as each check begins.
+        """
+        if cancel is None:
+            return self._grade(files, lang, only, progress)
+        with cancel.guarding(self):
+            result = self._grade(files, lang, only, progress)
+        if cancel.is_set():
+            raise GradingCancelled()
+        return result
+
+    def _grade(self, files: dict[str, bytes], lang: str, only: str | None,
+               progress: Progress | None) -> LabResult:
+        check_of = dict(self.order)
+        items = [item for item in self.items if selected(check_of[item.nodeid], only)]
         started = time.monotonic()
         probes = self.lab.grader_dir / "probes.py"
         config = SandboxConfig(
@@ -228,14 +329,15 @@ class BatchPlugin(GradingPlugin):
             probes=probes if probes.is_file() else None,
         )
         with Sandbox(config, zygote=self.zygote) as sandbox:
-            self.begin(sandbox, lang)
+            self.begin(sandbox, lang, progress, len(items))
             try:
-                for index, item in enumerate(self.items):
-                    following = self.items[index + 1] if index + 1 < len(self.items) else None
+                for index, item in enumerate(items):
+                    following = items[index + 1] if index + 1 < len(items) else None
                     item.ihook.pytest_runtest_protocol(item=item, nextitem=following)
             finally:
                 self.release()
-            outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order]
+            outcomes = [(check_id, self.outcomes.get(nodeid)) for nodeid, check_id in self.order
+                        if selected(check_id, only)]
             self.end()
         cold.raise_kit_failure(sandbox)
         return assemble(self.lab, files, lang, outcomes, time.monotonic() - started)
@@ -310,10 +412,13 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     plugin = BatchPlugin(lab, loop, zygote)
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        code = pytest.main(cold.pytest_args(lab), plugins=[plugin, PlainReports()])
+        code = pytest.main(cold.pytest_args(lab),
+                           plugins=[plugin, PlainReports(), Shrinking(plugin)])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
+    if plugin.interrupted:  # pytest swallowed the Ctrl-C: it is the caller's to see
+        raise KeyboardInterrupt
     cold.ensure_collected(lab, code, bool(plugin.items))
 
 

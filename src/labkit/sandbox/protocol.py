@@ -149,6 +149,12 @@ def _wait(fd: int, deadline: float | None, write: bool = False) -> None:
         raise ChannelTimeout()
 
 
+def wait_code() -> object:
+    """The code of the one place a channel blocks (for a handler that must tell a wait
+    from anything else, see `labkit.engine.warm.Cancel`)."""
+    return _wait.__code__
+
+
 def write_message(
     fd: int,
     header: dict[str, Any],

@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -43,6 +44,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -145,14 +147,16 @@ def socket_path(lab: LabSpec) -> Path | None:
 # --- the client -------------------------------------------------------------------------
 
 
-def grade(lab: LabSpec, files: dict[str, bytes], lang: str) -> LabResult | None:
-    """The daemon's grade of `files`, or None when no daemon gave a usable one."""
+def grade(lab: LabSpec, files: dict[str, bytes], lang: str, only: str | None = None,
+          progress: Callable[[int, int], None] | None = None) -> LabResult | None:
+    """The daemon's grade of `files` (of `only` that function's checks), or None when no
+    daemon gave a usable one; `progress(k, n)` as the daemon begins each check."""
     path = socket_path(lab)
     if path is None:
         return None
     names, blobs = fileset.as_blobs(files)
-    reply = _ask(path, {"op": "grade", "lang": lang, "files": names},
-                 lab.grade_timeout + REPLY_SLACK, blobs)
+    reply = _ask(path, {"op": "grade", "lang": lang, "files": names, "only": only},
+                 lab.grade_timeout + REPLY_SLACK, blobs, progress=progress)
     try:
         result = LabResult.from_dict(reply["result"])  # type: ignore[index]
     except (KeyError, TypeError, ValueError):
@@ -233,10 +237,11 @@ def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
 
 
 def _ask(path: Path, request: dict[str, Any], timeout: float,
-         blobs: list[bytes] | None = None, peer: list[int] | None = None
-         ) -> dict[str, Any] | None:
+         blobs: list[bytes] | None = None, peer: list[int] | None = None,
+         progress: Callable[[int, int], None] | None = None) -> dict[str, Any] | None:
     """One framed request, one framed reply within `timeout` s in all; None for anything
-    but a well-formed message of at most `MAX_REQUEST` bytes in reply.
+    but a well-formed message of at most `MAX_REQUEST` bytes in reply. A grade's reply
+    may follow messages `{"progress": [k, n]}`, each told to `progress`.
 
     `peer` gets the pid of the process listening on `path`, if it is this user's: the
     kernel's word (SO_PEERCRED), which holds even when that process does not answer.
@@ -253,8 +258,15 @@ def _ask(path: Path, request: dict[str, Any], timeout: float,
             deadline = time.monotonic() + timeout
             protocol.write_message(sock.fileno(), request, blobs, deadline)
             sock.shutdown(socket.SHUT_WR)
-            reply, _ = protocol.Reader(sock.fileno(), MAX_REQUEST).read(deadline)
-    except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout):
+            reader = protocol.Reader(sock.fileno(), MAX_REQUEST)
+            reply, _ = reader.read(deadline)
+            while "progress" in reply:
+                done, total = (int(n) for n in reply["progress"])
+                if progress is not None:
+                    progress(done, total)
+                reply, _ = reader.read(deadline)
+    except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout,
+            TypeError, ValueError):
         return None
     return reply
 
@@ -342,19 +354,44 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
     try:
         files = fileset.from_blobs(request["files"], blobs)
         lang = str(request["lang"])
+        only = request.get("only")
+        if only is not None and not isinstance(only, str):
+            raise ValueError(only)
     except (KeyError, ValueError):
         _reply(conn, {"error": "malformed request"})
         return True
     if not set(files) <= set(lab.files):
         _reply(conn, {"error": "files that are not the lab's"})
         return True
+    from labkit.engine import warm
+
+    cancel = warm.Cancel()
+    watcher = threading.Thread(target=_watch_hangup, args=(conn, cancel), daemon=True)
+    watcher.start()
     try:
-        result = grade(files, lang)
+        result = grade(files, lang, cancel=cancel, only=only,
+                       progress=lambda done, total: _reply(conn, {"progress": [done, total]}))
+    except warm.GradingCancelled:
+        return True  # the client left (Ctrl-C): nobody to answer, and ready for the next
     except Exception as exc:  # noqa: BLE001 - told to the client, who grades in-process
         _reply(conn, {"error": f"{type(exc).__name__}: {exc}"})
         return False
+    finally:
+        cancel.finish()
+        watcher.join()
     _reply(conn, {"result": result.to_dict()})
     return True
+
+
+def _watch_hangup(conn: socket.socket, cancel: Any) -> None:
+    """Cancel the grading as soon as the client closes its end (it was interrupted):
+    its half-close after sending is a read shutdown, a full close a hang-up (POLLHUP)."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLHUP)
+    while not cancel.finished():
+        if any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(50)):
+            cancel.set()
+            return
 
 
 def _peer_uid(conn: socket.socket) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labkit import i18n
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
 from labkit.fsutil import write_atomic
@@ -70,6 +71,38 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
     return Fetched(dest, backup)
 
 
+def reset_file(lab: LabSpec, path: Path, rel: str) -> Path | None:
+    """Put the stub of one lab file back into the workspace at `path`; the student's
+    version, if it differs from the stub, is first moved to a timestamped backup beside
+    it (the rule of `fetch --force`). Returns that backup, if one was made."""
+    if rel not in lab.files:
+        raise WorkspaceError("reset_unknown_file", file=rel, lab=lab.id, files=", ".join(lab.files))
+    target = path / rel
+    stub = (lab.exercise_dir / rel).read_bytes()
+    backup = None
+    if os.path.lexists(target):
+        try:
+            same = target.is_file() and not target.is_symlink() and target.read_bytes() == stub
+        except OSError:
+            same = False
+        if not same:
+            backup = target.with_name(f"{target.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
+            target.rename(backup)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, stub)
+    return backup
+
+
+def changed_since(lab: LabSpec, path: Path, last: LabResult) -> bool:
+    """Whether the workspace's files are no longer the ones `last` graded."""
+    from labkit.fileset import digest
+
+    try:
+        return digest(collect_submission(lab, path).files) != last.digest
+    except (LabkitError, OSError):
+        return True
+
+
 @dataclass(frozen=True)
 class Submission:
     """The files to grade, and a note (in the grading's language) on how they were read."""
@@ -115,7 +148,7 @@ def read_submission(lab: LabSpec, read: Read, lang: str = "en") -> Submission:
 
 
 _KINDS = {stat.S_IFLNK: "symlink", stat.S_IFCHR: "device", stat.S_IFBLK: "device",
-          stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}
+          stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFDIR: "folder"}
 
 
 def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
@@ -138,22 +171,24 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
                 raise
             except OSError:
                 raise WorkspaceError("bad_file", path=rel,
-                                     reason=f"{folder} is a symlink or not a folder") from None
+                                     reason=i18n.Phrase("reason_link_on_the_way",
+                                                        folder=folder)) from None
         info = os.stat(name, dir_fd=opened[-1], follow_symlinks=False)
         if not stat.S_ISREG(info.st_mode):
-            reason = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
-            raise WorkspaceError("bad_file", path=rel, reason=reason)
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "other")
+            raise WorkspaceError("bad_file", path=rel, reason=i18n.Phrase(f"reason_{kind}"))
         if info.st_size > limit:
             raise WorkspaceError("file_too_large", path=rel, limit=limit)
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                          | os.O_CLOEXEC, dir_fd=opened[-1])
         except OSError:  # replaced since the check (a symlink now: ELOOP)
-            raise WorkspaceError("bad_file", path=rel, reason="changed while read") from None
+            changed = i18n.Phrase("reason_changed")
+            raise WorkspaceError("bad_file", path=rel, reason=changed) from None
         opened.append(fd)
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-            raise WorkspaceError("bad_file", path=rel, reason="changed while read")
+            raise WorkspaceError("bad_file", path=rel, reason=i18n.Phrase("reason_changed"))
         chunks, size = [], 0
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
@@ -168,7 +203,6 @@ def read_plain_file(root: Path, rel: str, limit: int) -> bytes:
 
 def _notebook_submission(lab: LabSpec, name: str, data: bytes, lang: str) -> Submission:
     """The lab's files converted from the notebook `name` (its bytes: `data`)."""
-    from labkit import i18n
     from labkit.student import notebookfiles as notebook
 
     try:
