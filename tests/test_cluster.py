@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 from batchkit import LAB02, SOLUTION, folder
+from batchkit import LAB02_FULL as FULL
 from click.testing import CliRunner
 from clusterkit import LoopbackCluster, certificates, mixed_class, network_probe
 from workerfault import MARK
@@ -161,7 +162,7 @@ def test_the_cluster_grades_a_mixed_class_exactly_like_the_local_batch(loopback,
         else:  # nothing was graded: no host
             assert "host" not in document and "host" not in local[student]
     assert hosts == workers  # both workers graded
-    assert graded["correct00"]["score"] == 14 and graded["stub00"]["score"] == 0
+    assert graded["correct00"]["score"] == FULL and graded["stub00"]["score"] == 0
     assert {c["status"] for c in graded["loops"]["checks"]} == {"timeout"}
     assert all(c["points"] == c["max_points"] for c in graded["probe"]["checks"])
 
@@ -217,7 +218,7 @@ def test_a_submission_that_kills_every_worker_is_an_error_after_bounded_tries(lo
                                pool=cluster.on_cluster(loopback.address), lang="es")
     assert (summary.graded, summary.errors) == (2, 1)
     graded = {s: LabResult.from_dict(d) for s, d in current(summary.gradebook).items()}
-    assert graded["alice"].score == graded["zoe"].score == 14
+    assert graded["alice"].score == graded["zoe"].score == FULL
     mallory = graded["mallory"]
     assert mallory.status is Status.ERROR and mallory.checks == () and mallory.score == 0
     assert mallory.message == i18n.t("cluster_killed_workers", "es", detail="KilledWorker")
@@ -260,7 +261,7 @@ def test_a_batch_killed_mid_batch_resumes_on_the_cluster(loopback, tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     assert f"{n - kept} graded, {kept} unchanged (skipped)" in rerun.stdout
     assert rows(db, "SELECT count(*) FROM submissions") == [(n,)]
-    assert all(d["score"] == 14 for d in current(db).values())
+    assert all(d["score"] == FULL for d in current(db).values())
 
 
 @pytest.mark.slow
@@ -279,7 +280,7 @@ def test_a_tls_cluster_is_reached_with_the_certificates_in_dasks_configuration(t
             summary = batch.grade_many(LAB02, tmp_path / "class", tmp_path / "out",
                                        timeout=TIMEOUT, pool=cluster.on_cluster(tls.address))
         (alice,) = current(summary.gradebook).values()
-        assert alice["score"] == 14 and alice["isolation"] == "bwrap"
+        assert alice["score"] == FULL and alice["isolation"] == "bwrap"
         assert " tls://127.0.0.1:" in alice["host"]  # the worker's own address is TLS too
     finally:
         tls.close()

@@ -122,7 +122,7 @@ def test_doctor_says_whether_process_mode_can_bound_a_fork_bomb(monkeypatch):
     result = CliRunner().invoke(doctor.doctor, ["--isolation", "process"])
     assert result.exit_code == 0, result.output
     assert "process mode CANNOT bound a fork bomb" in result.output
-    assert "cgroup" in doctor._pids_line("/sys/fs/cgroup/pids", "process")
+    assert "cgroup" in doctor._pids_line("/sys/fs/cgroup/pids", "process", "en")
 
 
 def test_a_pids_group_wraps_a_command_in_a_shell_that_joins_it(tmp_path):

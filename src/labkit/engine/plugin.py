@@ -37,7 +37,8 @@ from labkit.sandbox.host import (
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).
 GradeTimeout = GradingTimeout
 MAX_WRONG = 8  # wrong parts a partial-credit message names
-SHRINK_SECONDS = 1.0  # at most, to find a smaller failing input for a check's message
+SHRINK_CALLS = 40  # candidates tried, at most, to find a smaller failing input for a message
+SHRINK_SECONDS = 3.0  # and never longer than this (a safety net: the count ends it first)
 SHRINK_MARGIN = 2.0  # s of the grading's limit shrinking leaves to the checks after it
 
 
@@ -335,9 +336,11 @@ class Shrinking:
 
 def _shrink(item: pytest.Function, session: Session, failed: Exception, grading: Grading) -> None:
     """Leave in `session.last_input` the smallest input hypothesis finds failing the check
-    as it failed (the same exception type), searching until `SHRINK_SECONDS` have passed
-    or the grading's deadline is near, whichever comes first: past that, every candidate
-    counts as passing, so hypothesis ends at once with the smallest found so far.
+    as it failed (the same exception type), trying at most `SHRINK_CALLS` candidates:
+    a count, not a time, so that `labkit grade`, a batch and a cluster name the same input
+    however busy the machine. `SHRINK_SECONDS` and the grading's deadline still bound it:
+    past either, and past the count, every candidate counts as passing, so hypothesis
+    ends at once with the smallest found so far.
 
     The shrinking runs in a fresh worker (the failed one may be stopped, or changed), with
     each call bounded by the same time; the derandomized examples make warm and cold
@@ -351,9 +354,11 @@ def _shrink(item: pytest.Function, session: Session, failed: Exception, grading:
         return
     stop = min(time.monotonic() + SHRINK_SECONDS, grading.deadline - SHRINK_MARGIN)
     smallest = [session.last_input]
+    tried = [0]
 
     def bounded(*args: Any, **kwargs: Any) -> None:
-        if time.monotonic() >= stop:
+        tried[0] += 1
+        if tried[0] > SHRINK_CALLS or time.monotonic() >= stop:
             return
         try:
             inner(*args, **kwargs)
