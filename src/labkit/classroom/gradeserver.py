@@ -1,7 +1,8 @@
 """A long-lived trusted grading process for batch grading (`labkit.classroom.batch` starts N).
 
 `run_warm` is the warm core it shares with the daemon behind `labkit grade`
-(`labkit.student.daemon`).
+(`labkit.student.daemon`); unlike the daemon, it does not shrink a failing property's
+input (`warm.run`): an instructor's class pays for no calls that change no grade.
 
 Runs as `python -m labkit.classroom.gradeserver REQUEST_FD REPLY_FD`. It keeps pytest, NumPy and
 hypothesis imported, the lab's graders collected (`labkit.engine.warm`) and one `Zygote`
@@ -72,7 +73,7 @@ def serve(requests: int, replies: int) -> None:
                 return
             protocol.write_message(replies, {"id": request.get("id"), "result": result.to_dict()})
 
-    warm.run_warm(lab, loop)
+    warm.run_warm(lab, loop, shrink=False)  # a batch: see `warm.run`
 
 
 def main() -> None:

@@ -231,7 +231,15 @@ class GradingPlugin:
         grading = self.grading
         session = grading.sessions.get(nodeid)
         output = grading.outputs.get(nodeid, session.output() if session else "")
-        if call.excinfo is None:
+        credit = grading.credits.get(nodeid)
+        if session is not None and session.generations and \
+                not grading.sandbox.outlived(session.generations):
+            # its worker killed the zygote: whatever it replied first, the check is the
+            # same error in every run (a race between the reply and the kill otherwise)
+            where = dict(self.order)[nodeid].split(".")[0]
+            outcome = Outcome(Status.ERROR, i18n.t("sandbox_killed", grading.lang, where=where))
+            credit = None
+        elif call.excinfo is None:
             outcome = Outcome(Status.PASS)
         else:
             outcome = self.classify(call.excinfo.value, dict(self.order)[nodeid])
@@ -239,7 +247,6 @@ class GradingPlugin:
                     and _shows_input(call.excinfo.value):
                 outcome.message = i18n.t("failing_input", grading.lang, message=outcome.message,
                                          call=inputs.call_text(*session.last_input))
-        credit = grading.credits.get(nodeid)
         if credit is not None and credit.fraction is not None:
             outcome.fraction = credit.fraction
             if credit.fraction < 1 and outcome.status is Status.PASS:
@@ -337,8 +344,8 @@ class Shrinking:
 def _shrink(item: pytest.Function, session: Session, failed: Exception, grading: Grading) -> None:
     """Leave in `session.last_input` the smallest input hypothesis finds failing the check
     as it failed (the same exception type), trying at most `SHRINK_CALLS` candidates:
-    a count, not a time, so that `labkit grade`, a batch and a cluster name the same input
-    however busy the machine. `SHRINK_SECONDS` and the grading's deadline still bound it:
+    a count, not a time, so that `labkit grade` names the same input cold and warm
+    however busy the machine (a batch does not shrink: `warm.run`). `SHRINK_SECONDS` and the grading's deadline still bound it:
     past either, and past the count, every candidate counts as passing, so hypothesis
     ends at once with the smallest found so far.
 
@@ -411,9 +418,9 @@ def _exit_detail(exitcode: int | None) -> str:
 def _hands_on(status: Status, item: pytest.Item) -> bool:
     """Whether a check that ended with `status` (its worker alive and idle) may hand its
     worker on. A passing check always may. A failing one may unless it is a property
-    check: `labkit grade` shrinks a failing property under hypothesis while a warm batch
-    replays its examples, so the two would leave the worker after different calls, and
-    the next check must see the same worker in both."""
+    check: `labkit grade` shrinks a failing property under hypothesis while a batch
+    stops at the first failing example, so the two would leave the worker after
+    different calls, and the next check must see the same worker in both."""
     if status is Status.PASS:
         return True
     return status is Status.FAIL and _compat.inner_test(getattr(item, "obj", None)) is None

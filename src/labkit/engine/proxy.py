@@ -186,6 +186,7 @@ class Session:
         self.last_call = CallRecord(0.0, ())
         self.last_input: tuple[str, list, dict] | None = None  # last call: name, args, kwargs
         self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
+        self.generations: set[int] = set()  # the zygotes this check's workers came from
 
     @property
     def ready(self) -> bool:
@@ -196,6 +197,7 @@ class Session:
         """Serve another check with the same worker: its own time limit and output."""
         assert self.worker is not None, "only a session with a worker is handed on"
         self.timeout, self.ahead, self.last_input = timeout, None, None
+        self.generations = {self.worker.generation}
         self.worker.next_output()
         if self.arena is not None:
             self.arena.clear()
@@ -303,6 +305,7 @@ class Session:
         started = self.worker is None
         if self.worker is None:  # a check's first request is an import: the worker makes it
             self.worker = self.sandbox.spawn(importing)
+            self.generations.add(self.worker.generation)
         try:
             if sent or (started and importing):
                 reply, reply_blobs = self.worker.receive(self.timeout)

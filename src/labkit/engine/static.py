@@ -30,6 +30,7 @@ __all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "m
 # A lab file is at most 1 MiB when read from a workspace; this bounds the parse whatever
 # the caller hands in.
 MAX_SOURCE_BYTES = 1024 * 1024
+CACHED_SOURCE_BYTES = 64 * 1024  # a larger source's tree is walked again, not kept
 
 RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in",
                       "not_declaration"]
@@ -195,13 +196,13 @@ def mentions(files: Mapping[str, bytes], name: str) -> bool:
 def _names_in(source: bytes) -> frozenset[str]:
     """Cached like `_file_refusals`: a warm process grades the same bytes check after
     check, and parsing them again for each one cost a grading milliseconds."""
-    tree = _parse(source)
-    return frozenset(_names_read(tree)) if isinstance(tree, ast.Module) else frozenset()
+    nodes = _nodes(source)
+    return frozenset() if isinstance(nodes, str) else frozenset(_names_read(nodes))
 
 
-def _names_read(tree: ast.Module) -> set[str]:
+def _names_read(nodes: tuple[ast.AST, ...]) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Attribute):
             names.add(node.attr)
         elif isinstance(node, ast.ImportFrom):
@@ -243,17 +244,36 @@ def syntax_error(source: bytes) -> str | None:
 def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
                    own: frozenset[str]) -> tuple[Refusal, ...]:
     """Cached: a property-based check may ask once per example for the same bytes."""
-    tree = _parse(source)
-    if isinstance(tree, str):
-        return (Refusal("unreadable", rel, 1, tree),)
-    found = sorted(set(_Walk(rel, tree, banned, own).run()), key=lambda r: (r.line, r.what))
+    nodes = _nodes(source)
+    if isinstance(nodes, str):
+        return (Refusal("unreadable", rel, 1, nodes),)
+    found = sorted(set(_Walk(rel, nodes, banned, own).run()), key=lambda r: (r.line, r.what))
     return tuple(found)
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
+def _nodes(source: bytes) -> tuple[ast.AST, ...] | str:
+    """Every node of the module's tree, the module first (`ast.walk`'s order), or why
+    there is none. A small source's are kept (`_small_nodes`): checks refusing different
+    helpers walk the same tree, and walking it was most of what they cost."""
+    if len(source) <= CACHED_SOURCE_BYTES:
+        return _small_nodes(source)
+    return _walked(source)
+
+
+@lru_cache(maxsize=8)
+def _small_nodes(source: bytes) -> tuple[ast.AST, ...] | str:
+    return _walked(source)
+
+
+def _walked(source: bytes) -> tuple[ast.AST, ...] | str:
+    tree = _parse(source)
+    return tree if isinstance(tree, str) else tuple(ast.walk(tree))
+
+
+def _docstrings(nodes: tuple[ast.AST, ...]) -> set[int]:
     """Ids of the docstring constants: they document, and may name a banned helper."""
     ids: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
             if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
@@ -279,12 +299,13 @@ def _dotted(node: ast.expr) -> str:
 
 
 class _Walk:
-    """One pass over a module's tree (`ast.walk`, iterative: no recursion to exhaust)."""
+    """Passes over a module's nodes (`_nodes`: `ast.walk`'s, iterative, no recursion to
+    exhaust)."""
 
-    def __init__(self, rel: str, tree: ast.Module, banned: frozenset[str],
+    def __init__(self, rel: str, nodes: tuple[ast.AST, ...], banned: frozenset[str],
                  own: frozenset[str]) -> None:
-        self.rel, self.tree, self.banned, self.own = rel, tree, banned, own
-        self.docstrings = _docstrings(tree)
+        self.rel, self.nodes, self.banned, self.own = rel, nodes, banned, own
+        self.docstrings = _docstrings(nodes)
         self.modules: dict[str, str] = {}
         self._find_module_aliases()
         self.literal_lookups: set[int] = set()  # `getattr(x, "name")` calls: judged by name
@@ -292,12 +313,12 @@ class _Walk:
     def _find_module_aliases(self) -> None:
         """Names bound to modules: by `import`, or by a plain `m = np.lib` assignment
         (so an attribute store through the alias still counts as one on the module)."""
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     top = alias.name.split(".")[0]
                     self.modules[alias.asname or top] = alias.name if alias.asname else top
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute | ast.Name):
                 module = self._module_of(node.value)
                 for target in node.targets:
@@ -315,10 +336,10 @@ class _Walk:
         return None
 
     def run(self) -> Iterator[Refusal]:
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Call):
                 yield from self._call(node)
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             yield from self._node(node)
 
     def _refuse(self, kind: RefusalKind, node: ast.AST, what: str) -> Refusal:

@@ -407,13 +407,20 @@ def _set_random_state(owner: Any, state: Any) -> None:
         owner.setstate(state)
 
 
-def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
-    """Collect `lab`'s graders once, then call `loop(grade)`; returns when `loop` does."""
+def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None],
+        shrink: bool = True) -> None:
+    """Collect `lab`'s graders once, then call `loop(grade)`; returns when `loop` does.
+
+    With `shrink`, a failing property's message names the smallest failing input found
+    (`plugin.Shrinking`), as `labkit grade` does for the student in front of it; without
+    it (a batch), the first of the check's examples that failed: the same points and
+    statuses, without the extra calls that shrinking makes a grading pay.
+    """
     plugin = BatchPlugin(lab, loop, zygote)
+    plugins: list[object] = [plugin, PlainReports()] + ([Shrinking(plugin)] if shrink else [])
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
-        code = pytest.main(cold.pytest_args(lab),
-                           plugins=[plugin, PlainReports(), Shrinking(plugin)])
+        code = pytest.main(cold.pytest_args(lab), plugins=plugins)
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved
@@ -422,14 +429,15 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None]) -> None:
     cold.ensure_collected(lab, code, bool(plugin.items))
 
 
-def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None]) -> None:
+def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None], shrink: bool = True) -> None:
     """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
 
-    `grade(files, lang)` grades a submission's files as they were read, `{path: bytes}`.
+    `grade(files, lang)` grades a submission's files as they were read, `{path: bytes}`;
+    `shrink` as in `run`.
     """
     zygote = Zygote()
     zygote.start()  # its NumPy import overlaps ours and pytest's collection
     try:
-        run(lab, zygote, loop)
+        run(lab, zygote, loop, shrink)
     finally:
         zygote.close()

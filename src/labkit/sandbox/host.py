@@ -559,6 +559,23 @@ class Zygote:
             raise WorkerCrashed(None, f"the sandbox stopped: {exc}") from None
         return self._receive()
 
+    def answers(self) -> bool:
+        """Whether the zygote running now still answers, without starting another.
+
+        A worker can kill its zygote (its parent) and still reply before it dies with
+        it: the kill is sent before the reply, so a zygote that was killed can no longer
+        answer a ping made after the reply was read.
+        """
+        self._settle()
+        if self._control is None or not self.alive:
+            return False
+        try:
+            self._control.send(protocol.pack({"op": "ping"}, []))
+            return bool(self._receive().get("pong"))
+        except (OSError, WorkerCrashed):
+            self.close()
+            return False
+
     def post(self, message: dict[str, Any]) -> None:
         """Send a request without waiting for its reply (read before the next `ask`).
 
@@ -1035,6 +1052,11 @@ class Sandbox:
                 self.zygote.close()
             return {"killed": True, "exitcode": None}
 
+
+    def outlived(self, generations: set[int]) -> bool:
+        """Whether the zygote that forked workers of `generations` (a check's) is the one
+        running, and answers (`Zygote.answers`): if not, one of them killed it."""
+        return generations <= {self.zygote.generation} and self.zygote.answers()
 
     def release_worker(self, pid: int, generation: int) -> None:
         """Have the zygote end worker `pid` and its descendants, without waiting."""
