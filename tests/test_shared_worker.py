@@ -92,11 +92,30 @@ def test_die(student):
 @check("record.after_crash")
 def test_after_crash(student):
     assert student.record() == 1
+
+FIRST = []
+
+@check("once.first")
+def test_once_first(student):
+    FIRST.append(student.probe("count", once=True))
+
+@check("once.second")  # the same answer: shared, or a fresh worker's first again
+def test_once_second(student):
+    assert student.probe("count", once=True) == FIRST[-1]
+
+@check("once.again")  # without `once`: passes only in the worker once.first used
+def test_once_again(student):
+    assert student.probe("count") == FIRST[-1] + 1
+"""
+
+PROBES = """
+def count(student):
+    return student.record()
 """
 
 IDS = ["record.first", "record.second", "spoil.fails", "record.after_failure",
        "square.values", "record.after_property", "shout.flood", "shout.first", "shout.second",
-       "die.crashes", "record.after_crash"]
+       "die.crashes", "record.after_crash", "once.first", "once.second", "once.again"]
 
 NOT_PASSING = {"spoil.fails": Status.FAIL, "square.values": Status.FAIL,
                "die.crashes": Status.ERROR}
@@ -115,6 +134,7 @@ def labs(tmp_path_factory):
         grader = root / "grader" / lab_id
         grader.mkdir(parents=True)
         (grader / f"test_{lab_id}.py").write_text(GRADER)  # distinct module names
+        (grader / "probes.py").write_text(PROBES)
         checks = "format = 1\n" + "".join(
             f'[checks."{check_id}"]\npoints = 1\ntitle = {{en = "t", es = "t"}}\n'
             f'fail = {{en = "{check_id} failed", es = "f"}}\nhint = {{en = "h", es = "h"}}\n'
@@ -135,13 +155,15 @@ def statuses(result):
 def test_a_check_hands_its_worker_on_unless_it_crashed_or_failed_a_property(labs):
     """A passing check and a check failing on values hand their worker on (the spoiled
     counter reaches record.after_failure); a failed property check and a crash do not
-    (record.after_property and record.after_crash start afresh)."""
+    (record.after_property and record.after_crash start afresh). A probe asked `once`
+    is answered once by the worker serving (once.second gets once.first's answer, while
+    the same worker, asked again without `once`, counts on: once.again)."""
     shared, fresh = (grade_files(lab, FILES) for lab in labs)
     assert statuses(shared) == {i: NOT_PASSING.get(i, Status.PASS) for i in IDS} | {
         "record.after_failure": Status.FAIL}
     # Without sharing, no check's worker has seen an earlier check's calls.
     assert statuses(fresh) == {i: NOT_PASSING.get(i, Status.PASS) for i in IDS} | {
-        "record.second": Status.FAIL}
+        "record.second": Status.FAIL, "once.again": Status.FAIL}
 
 
 def test_each_check_shows_only_what_it_printed(labs):

@@ -312,8 +312,9 @@ def _well_typed(value: object, kind: str) -> bool:
 
 def _judge_describe(student, keys: tuple[str, ...]) -> None:
     """`describe` of every case against the truth, on `keys` only (each check judges
-    its own facts): the dicts travel as data and are compared here."""
-    got = student.probe("describe_views", DESCRIBE_CASES, where="describe")
+    its own facts): the dicts travel as data and are compared here. The three checks
+    share one answer when they share a worker (`once`)."""
+    got = student.probe("describe_views", DESCRIBE_CASES, where="describe", once=True)
     if not isinstance(got, list) or len(got) != len(DESCRIBE_CASES):
         fail("describe_not_dicts")
     for case, facts in zip(DESCRIBE_CASES, got, strict=True):

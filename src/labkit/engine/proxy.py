@@ -187,6 +187,7 @@ class Session:
         self.last_input: tuple[str, list, dict] | None = None  # last call: name, args, kwargs
         self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
         self.generations: set[int] = set()  # the zygotes this check's workers came from
+        self.once: dict[str, Any] = {}  # `request_once`'s answers, from the worker serving now
 
     @property
     def ready(self) -> bool:
@@ -223,6 +224,16 @@ class Session:
             return self._send(header, blobs, where, sent=True)
         self._import(key)
         return self._send(header, blobs, where, callbacks=callbacks)
+
+    def request_once(self, op: str, where: str, module: str | None = None,
+                     **fields: Any) -> Any:
+        """`request`, answered once by the worker serving now: the checks it serves in
+        turn that ask the same (several checks judging facts of one probe's answer) share
+        its reply, without asking again. A fresh worker is asked afresh."""
+        key = repr((op, where, module, fields))
+        if key not in self.once:
+            self.once[key] = self.request(op, where, module, **fields)
+        return self.once[key]
 
     def measure(self, name: str, module: str | None, args: list, kwargs: dict,
                 probe: str | None = None) -> Measurement:
@@ -294,6 +305,7 @@ class Session:
         self.close()
         self.worker, self.failure, self.imported, self.ahead = None, None, set(), None
         self.arena = None
+        self.once.clear()
 
     def _import(self, key: str) -> None:
         if key not in self.imported:
@@ -306,6 +318,7 @@ class Session:
         if self.worker is None:  # a check's first request is an import: the worker makes it
             self.worker = self.sandbox.spawn(importing)
             self.generations.add(self.worker.generation)
+            self.once.clear()
         try:
             if sent or (started and importing):
                 reply, reply_blobs = self.worker.receive(self.timeout)
@@ -381,6 +394,8 @@ class Rehearsal:
             raise ValueError("a call with callbacks is answered in turn, never sent ahead")
         raise Asked((where, *_encode(op, key, fields)))
 
+    request_once = request
+
 
 class Student:
     """Attribute access on this object calls the student's functions in the worker."""
@@ -450,14 +465,17 @@ class Student:
         input shows what this side wrote there since. `where` names the function."""
         return self._session.request("kept", where, self._module)
 
-    def probe(self, name: str, *args: Any, where: str | None = None, **kwargs: Any) -> Any:
+    def probe(self, name: str, *args: Any, where: str | None = None, once: bool = False,
+              **kwargs: Any) -> Any:
         """Run the lab's trusted probe `name` in the worker; it returns plain data.
 
-        `where` names the student function the probe exercises, for messages.
+        `where` names the student function the probe exercises, for messages. With
+        `once`, checks sharing a worker share the answer (`Session.request_once`): for a
+        probe whose answer several checks judge, each its own facts; never mutate it.
         """
-        return self._session.request(
-            "probe", where or name, self._module, name=name, args=list(args), kwargs=kwargs
-        )
+        request = self._session.request_once if once else self._session.request
+        return request("probe", where or name, self._module, name=name, args=list(args),
+                       kwargs=kwargs)
 
     def observe(self, name: str, *args: Any, **kwargs: Any) -> Observation:
         """Call `name` and report memory sharing and mutation of its arguments."""
