@@ -378,3 +378,68 @@ def test_a_gradings_id_moves_only_when_no_entry_of_the_run_holds_it(tmp_path):
         changed = submissions.Entry("102", tmp_path, "asmith", "folder")  # other files now
         assert batch._previous(book, "lab02", changed, "other", "k", {"102"}) is None
         assert book.previous("lab02", "101") is not None  # not moved: it is graded anew
+
+
+# --- each LMS's download to its own import file, as an instructor types it -------------------
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from labkit.cli import main
+
+    done = CliRunner().invoke(main, [str(a) for a in args])
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+@pytest.mark.slow
+def test_each_lms_download_to_its_own_import_in_two_commands(tmp_path):
+    """Canvas: the download and the gradebook export it came with (the roster is that
+    export) -> the same CSV filled in. Moodle: its folders -> its grading worksheet.
+    Gradescope: its submission export -> one results.json per submission in Gradescope's
+    own format, under each submitter's id (Gradescope's own run is the autograder,
+    tests/test_autograder.py)."""
+    import jsonschema
+    from kit import TESTS
+
+    full = f"{LAB02_FULL:g}"
+    canvas = canvas_class(tmp_path / "canvas")
+    (tmp_path / "canvas-export.csv").write_text(CANVAS_ROSTER)
+    _cli("batch", "lab02", tmp_path / "canvas", "--out", tmp_path / "out-c", "--jobs", "2",
+         "--roster", tmp_path / "canvas-export.csv")
+    _cli("export", tmp_path / "out-c", "--format", "canvas", "--template",
+         tmp_path / "canvas-export.csv", "--assignment", "Lab 02", "-o",
+         tmp_path / "canvas-import.csv")
+    rows = list(csv.reader((tmp_path / "canvas-import.csv").read_text().splitlines()))
+    assert rows[0] == next(csv.reader(CANVAS_ROSTER.splitlines()))  # Canvas's own header
+    grades = {row[1]: row[5] for row in rows[2:]}
+    assert {k for k, v in canvas.items() if v == "pass"} == {k for k, v in grades.items()
+                                                             if v == full}
+    assert grades["104"] == grades["105"] == "" and grades["102"] not in ("", full)
+
+    moodle = moodle_class(tmp_path / "moodle")
+    worksheet = tmp_path / "worksheet.csv"
+    worksheet.write_text("Identifier,Full name,Email address,Status,Grade,Maximum Grade\n"
+                         + "".join(f"Participant {pid},P {pid},{pid}@u.edu,Submitted,,"
+                                   f"{full}\n" for pid in sorted(moodle)))
+    _cli("batch", "lab02", tmp_path / "moodle", "--out", tmp_path / "out-m", "--jobs", "2")
+    _cli("export", tmp_path / "out-m", "--format", "moodle", "--template", worksheet,
+         "-o", tmp_path / "moodle-import.csv")
+    rows = list(csv.DictReader((tmp_path / "moodle-import.csv").read_text().splitlines()))
+    assert {row["Identifier"].split()[-1]: row["Grade"] for row in rows} == {
+        pid: (full if status == "pass" else "") for pid, status in moodle.items()}
+
+    gradescope = gradescope_class(tmp_path / "gs")
+    _cli("batch", "lab02", tmp_path / "gs", "--out", tmp_path / "out-g", "--jobs", "2")
+    _cli("export", tmp_path / "out-g", "--format", "gradescope", "-o", tmp_path / "gs-import")
+    schema = jsonschema.Draft202012Validator(
+        json.loads((TESTS / "gradescope_results.schema.json").read_text()))
+    found = {}
+    for path in sorted((tmp_path / "gs-import").glob("*/results.json")):
+        document = json.loads(path.read_text())
+        schema.validate(document)
+        found[path.parent.name] = document["score"]
+    assert set(found) == set(gradescope)
+    assert {k for k, v in found.items() if v == LAB02_FULL} == {
+        k for k, v in gradescope.items() if v == "pass"}
