@@ -106,6 +106,94 @@ def test_build_refuses_a_python_labkit_cannot_run_on(tmp_path):
     assert not (tmp_path / "a.zip").exists()
 
 
+# --- setup.sh's step 1: a Python of the wheels' version, however the image lacks it -------
+
+SETUP = (Path(__file__).resolve().parents[1] / "src" / "labkit" / "interop" / "autograder_files"
+         / "setup.sh")
+TOOLS = ("bash", "sh", "env", "mkdir", "dirname", "rm", "chmod", "chown", "cat", "ln")
+
+
+def _image(tmp_path: Path, tools: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """A PATH holding only the shell's tools and `tools` (name: bash script), standing
+    in for an image whose Python is not the wheels' version."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in TOOLS:
+        real = shutil.which(name)
+        assert real is not None, name
+        (bin_dir / name).symlink_to(real)
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!" + shutil.which("bash") + "\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "LABKIT_SETUP_UNTIL": "python",
+           "LABKIT_AUTOGRADER_ROOT": str(tmp_path / "autograder"), "LOG": str(tmp_path / "log"),
+           "REAL": sys.executable, "BIN": str(bin_dir)}
+    return bin_dir, env
+
+
+def _setup_python(tmp_path: Path, tools: dict[str, str]) -> tuple[subprocess.CompletedProcess,
+                                                                   str]:
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    _, env = _image(tmp_path, tools)
+    script = tmp_path / "setup.sh"
+    script.write_text(SETUP.read_text().replace("@PYTHON@", version))
+    done = subprocess.run([shutil.which("bash"), str(script)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    log = (tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""
+    return done, log
+
+
+def test_setup_installs_the_python_from_the_distribution_when_the_image_lacks_it(tmp_path):
+    apt = textwrap.dedent("""\
+        echo "apt-get $*" >> "$LOG"
+        for word in "$@"; do
+          case "$word" in python3.*-venv) ;; python3.*) ln -sf "$REAL" "$BIN/$word" ;; esac
+        done
+        """)
+    done, log = _setup_python(tmp_path, {"apt-get": apt})
+    assert done.returncode == 0, done.stderr
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"install -y -qq python{version} python{version}-venv" in log
+    assert f"Python {sys.version.split()[0]} at {tmp_path}/bin/python{version}" in done.stdout
+
+
+def test_setup_adds_venv_to_a_python_the_distribution_split_it_from(tmp_path):
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    python = 'if [ "$2" = "import ensurepip" ]; then exit 1; fi\nexec "$REAL" "$@"\n'
+    done, log = _setup_python(tmp_path, {f"python{version}": python,
+                                         "apt-get": 'echo "apt-get $*" >> "$LOG"\n'})
+    assert done.returncode == 0, done.stderr
+    assert log.splitlines()[-1] == f"apt-get install -y -qq python{version}-venv"
+    assert f"installing python{version}-venv" in done.stdout
+
+
+def test_setup_installs_a_standalone_python_with_uv_without_apt(tmp_path):
+    """No apt-get: uv's installer (fetched with curl) installs a standalone CPython into
+    the kit's folder; the fake uv records what it was asked and names this interpreter."""
+    uv = 'echo "uv $*" >> "$LOG"\n[ "$1 $2" = "python find" ] && echo "$REAL"\nexit 0\n'
+    installer = ('mkdir -p "$UV_UNMANAGED_INSTALL"\n'
+                 f'cat > "$UV_UNMANAGED_INSTALL/uv" <<\'EOF\'\n#!{shutil.which("bash")}\n{uv}EOF\n'
+                 'chmod +x "$UV_UNMANAGED_INSTALL/uv"\n')
+    curl = ('echo "curl $*" >> "$LOG"\ncat <<\'SCRIPT\'\n' + installer + 'SCRIPT\n')
+    done, log = _setup_python(tmp_path, {"curl": curl})
+    assert done.returncode == 0, done.stderr + done.stdout
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert "curl -LsSf https://astral.sh/uv/install.sh" in log
+    assert f"uv python install {version}" in log
+    assert f"uv python find --python-preference only-managed {version}" in log
+    assert (tmp_path / "autograder" / "labkit" / "bin" / "uv").is_file()
+    assert f"Python {sys.version.split()[0]} at {sys.executable}" in done.stdout
+
+
+def test_setup_stops_with_one_line_when_no_python_can_be_had(tmp_path):
+    done, _ = _setup_python(tmp_path, {"apt-get": 'echo "apt-get $*" >> "$LOG"\nexit 100\n',
+                                       "curl": "exit 6\n"})
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (f"labkit setup: no Python {version}: neither "
+                                            "apt-get nor uv could install one")
+
+
 # --- the zip, end to end ---------------------------------------------------------------
 
 

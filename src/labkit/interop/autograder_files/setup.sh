@@ -16,7 +16,8 @@
 #     packages (an image that already has NumPy, or a zip built with --no-deps).
 #  4. Leaves the kit owned by root and read-only to everyone else, and /autograder
 #     traversable, so that user 65534 can run the interpreter and nothing more.
-# LABKIT_AUTOGRADER_ROOT replaces /autograder (for a test outside a container).
+# LABKIT_AUTOGRADER_ROOT replaces /autograder (for a test outside a container), and
+# LABKIT_SETUP_UNTIL=python ends the setup once step 1 has found the interpreter.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="${LABKIT_AUTOGRADER_ROOT:-/autograder}"
@@ -51,8 +52,12 @@ else
     if ! command -v curl >/dev/null && command -v apt-get >/dev/null; then
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl ca-certificates >/dev/null
     fi
-    curl -LsSf https://astral.sh/uv/install.sh \
-      | env UV_UNMANAGED_INSTALL="$KIT/bin" sh  # into $KIT/bin, no shell profile touched
+    # into $KIT/bin, no shell profile touched
+    if ! curl -LsSf https://astral.sh/uv/install.sh | env UV_UNMANAGED_INSTALL="$KIT/bin" sh
+    then
+      echo "labkit setup: no Python $VERSION: neither apt-get nor uv could install one" >&2
+      exit 1
+    fi
     export UV_PYTHON_INSTALL_DIR="$KIT/python"
     "$KIT/bin/uv" python install "$VERSION"
     PY="$("$KIT/bin/uv" python find --python-preference only-managed "$VERSION")"
@@ -60,6 +65,7 @@ else
   have_python "$PY" "$VERSION" || { echo "labkit setup: no Python $VERSION" >&2; exit 1; }
 fi
 echo "labkit setup: Python $("$PY" -c 'import sys; print(sys.version.split()[0])') at $PY"
+if [ "${LABKIT_SETUP_UNTIL:-}" = python ]; then exit 0; fi
 
 if ! command -v bwrap >/dev/null && command -v apt-get >/dev/null; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; } \
