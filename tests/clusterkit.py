@@ -22,7 +22,10 @@ START_SECONDS = 60.0
 # at most: Dask's `allowed-failures` (3 by default) is the bound the batch relies on.
 ENV = {"DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION": "1.0",
        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
-       "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}  # as the README recommends
+       # as the README recommends:
+       "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+       "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+       "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s"}
 # Loaded into every worker: a submission holding workerfault.MARK takes its worker down.
 PRELOAD = TESTS / "workerfault.py"
 
