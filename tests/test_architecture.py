@@ -169,3 +169,17 @@ def test_every_subpackage_says_what_it_owns():
         if path.name == "__init__.py" and name != "labkit":
             doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
             assert doc and len(doc) > 40, f"{name} has no docstring saying what it owns"
+
+
+def test_what_labkit_grade_loads_before_it_asks_its_daemon_is_light():
+    """A warm `labkit grade` is a short process: the CLI, the table, the progress line and
+    the policy that asks the daemon load neither pytest, NumPy nor hypothesis, nor the
+    instructor's batch (measured: importing the batch alone cost the client 65 ms)."""
+    import subprocess
+
+    heavy = ("pytest", "numpy", "hypothesis", "labkit.classroom.batch", "labkit.engine.plugin")
+    code = ("import sys, labkit.cli.main, labkit.cli.progress, labkit.student.policy\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -13,10 +13,11 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from labkit import i18n, textsafe
-from labkit.classroom.batch import BatchEvent
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the batch's module is the instructor's: `labkit grade` never loads it
     from rich.progress import TaskID
+
+    from labkit.classroom.batch import BatchEvent
 
 
 class PlainProgress:
