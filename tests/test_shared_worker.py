@@ -106,6 +106,14 @@ def test_once_second(student):
 @check("once.again")  # without `once`: passes only in the worker once.first used
 def test_once_again(student):
     assert student.probe("count") == FIRST[-1] + 1
+
+@check("record.fresh", fresh=True)  # takes no worker, though the one before passed
+def test_fresh(student):
+    assert student.record() == 1
+
+@check("record.after_fresh")  # and hands none on
+def test_after_fresh(student):
+    assert student.record() == 1
 """
 
 PROBES = """
@@ -115,7 +123,8 @@ def count(student):
 
 IDS = ["record.first", "record.second", "spoil.fails", "record.after_failure",
        "square.values", "record.after_property", "shout.flood", "shout.first", "shout.second",
-       "die.crashes", "record.after_crash", "once.first", "once.second", "once.again"]
+       "die.crashes", "record.after_crash", "once.first", "once.second", "once.again",
+       "record.fresh", "record.after_fresh"]
 
 NOT_PASSING = {"spoil.fails": Status.FAIL, "square.values": Status.FAIL,
                "die.crashes": Status.ERROR}
@@ -157,7 +166,8 @@ def test_a_check_hands_its_worker_on_unless_it_crashed_or_failed_a_property(labs
     counter reaches record.after_failure); a failed property check and a crash do not
     (record.after_property and record.after_crash start afresh). A probe asked `once`
     is answered once by the worker serving (once.second gets once.first's answer, while
-    the same worker, asked again without `once`, counts on: once.again)."""
+    the same worker, asked again without `once`, counts on: once.again). A check marked
+    `fresh` neither takes nor hands on a worker (record.fresh, record.after_fresh)."""
     shared, fresh = (grade_files(lab, FILES) for lab in labs)
     assert statuses(shared) == {i: NOT_PASSING.get(i, Status.PASS) for i in IDS} | {
         "record.after_failure": Status.FAIL}

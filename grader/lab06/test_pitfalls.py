@@ -372,7 +372,9 @@ def _big_list(low: int, high: int) -> tuple[list[np.ndarray], int]:
 _SIZES = ((12_500, 25_000), (62_500, 93_750))
 
 
-@check("deepcopy_bytes.big_arrays")
+# Fresh workers: deepcopy_bytes switches tracemalloc on, interpreter-wide state that a
+# buggy submission leaves on (its old peak, its slowdown).
+@check("deepcopy_bytes.big_arrays", fresh=True)
 def test_deepcopy_bytes_big_arrays(student):
     for low, high in _SIZES:
         arrays, nbytes = _big_list(low, high)
@@ -380,7 +382,7 @@ def test_deepcopy_bytes_big_arrays(student):
         assert abs(got - nbytes) <= 0.1 * nbytes
 
 
-@check("deepcopy_bytes.small_ints")
+@check("deepcopy_bytes.small_ints", fresh=True)
 def test_deepcopy_bytes_small_ints(student):
     rng = np.random.default_rng()
     student.deepcopy_bytes(_big_list(*_SIZES[0])[0])  # a big copy first: it must not count later

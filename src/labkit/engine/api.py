@@ -70,9 +70,13 @@ class CheckFailed(AssertionError):
         self.params = params
 
 
-def check(check_id: str) -> Callable[[F], F]:
-    """Mark a grader test as the check `check_id` of the lab's `checks.toml`."""
-    return pytest.mark.labkit_check(check_id)
+def check(check_id: str, *, fresh: bool = False) -> Callable[[F], F]:
+    """Mark a grader test as the check `check_id` of the lab's `checks.toml`.
+
+    `fresh`: in a lab that shares workers, this check neither takes a worker handed on
+    nor hands its own on (it changes, or judges, interpreter-wide state).
+    """
+    return pytest.mark.labkit_check(check_id, fresh=fresh)
 
 
 def callback(fn: Callable[..., Any], name: str | None = None) -> Callback:

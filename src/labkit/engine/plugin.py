@@ -143,7 +143,8 @@ class GradingPlugin:
         hand its worker on to the next one, which saves starting a worker per check,
         when the check passed, or failed on values with the worker idle and alive (see
         `_hands_on`). A check whose worker timed out, crashed or still owes a reply
-        never does: whatever it left behind stays with it.
+        never does: whatever it left behind stays with it. Nor does a check marked
+        `fresh`, which never takes one either.
         """
         grading = self.grading
         left = grading.deadline - time.monotonic()
@@ -151,7 +152,12 @@ class GradingPlugin:
             raise GradeTimeout("grade")
         grading.sandbox.deadline = grading.deadline
         nodeid = request.node.nodeid
+        marker = request.node.get_closest_marker("labkit_check")
+        fresh = bool(marker and marker.kwargs.get("fresh"))
         session, grading.shared = grading.shared, None
+        if session is not None and fresh:
+            session.close()
+            session = None
         if session is None:
             session = Session(grading.sandbox, min(self.lab.call_timeout, left), grading.broken)
         else:
@@ -159,8 +165,9 @@ class GradingPlugin:
         grading.sessions[nodeid] = session
         yield Student(session)
         outcome = grading.outcomes.get(nodeid)
-        if (self.lab.share_worker and outcome is not None and session.worker is not None
-                and session.ready and _hands_on(outcome.status, request.node)):
+        if (self.lab.share_worker and not fresh and outcome is not None
+                and session.worker is not None and session.ready
+                and _hands_on(outcome.status, request.node)):
             grading.shared = session
         else:
             session.close()
