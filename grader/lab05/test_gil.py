@@ -34,6 +34,10 @@ from labkit.grading import as_float, as_int, callback, check, fail, mentions, re
 # A Python loop costs at least 20 ns an iteration on any machine (50-100 on most).
 LOOP_MIN_CPU_PER_ITEM = 20e-9
 LOOP_N = 1_000_000
+# A time.sleep(0) costs at least 1 us of CPU (a system call and the GIL let go and taken
+# back; 3-9 us measured here), so racy_count(*RACE) at least 20 ms, two clock ticks.
+RACE = (4, 5000)
+RACE_MIN_CPU_PER_SLEEP = 1e-6
 # Below this fraction of the work's own CPU time, the work did not run in the worker.
 MAX_OWN_CPU_SHARE = 0.35
 _LOOPS = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -334,7 +338,9 @@ def _rejects(student, name: str) -> None:
 @check("racy_count.loses_updates")
 def test_racy_count_loses_updates(student, submission):
     """One thread cannot race with itself; several, handing the GIL over between the
-    read and the write, lose updates on any machine."""
+    read and the write, lose updates on any machine. The count is the worker's word:
+    the work behind it is the worker's CPU time, read from /proc here (one sleep(0) an
+    increment costs CPU; a formula for a plausible count costs none)."""
     if not mentions(submission, "sleep"):
         fail("no_sleep_zero")
     assert as_int(student.racy_count(1, 300)) == 300
@@ -342,15 +348,25 @@ def test_racy_count_loses_updates(student, submission):
         got = as_int(student.racy_count(threads, increments))
         if not 0 < got < 0.9 * threads * increments:
             fail("no_updates_lost")
+    measured = student.measure("racy_count", *RACE)
+    if not 0 < as_int(measured.result) < 0.9 * RACE[0] * RACE[1]:
+        fail("no_updates_lost")
+    if measured.cpu_s < RACE_MIN_CPU_PER_SLEEP * RACE[0] * RACE[1]:
+        fail("no_race_work")
     _rejects(student, "racy_count")
 
 
 @check("safe_count.exact")
 def test_safe_count_exact(student, submission):
+    """Exact counts, and, as for racy_count, the CPU time of the sleeps behind them."""
     if not (mentions(submission, "Lock") and mentions(submission, "sleep")):
         fail("no_lock")
     for threads, increments in ((1, 50), (4, 400), (3, 177)):
         assert as_int(student.safe_count(threads, increments)) == threads * increments
+    measured = student.measure("safe_count", *RACE)
+    assert as_int(measured.result) == RACE[0] * RACE[1]
+    if measured.cpu_s < RACE_MIN_CPU_PER_SLEEP * RACE[0] * RACE[1]:
+        fail("no_count_work")
     _rejects(student, "safe_count")
 
 

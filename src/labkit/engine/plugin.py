@@ -352,9 +352,10 @@ def _shrink(item: pytest.Function, session: Session, failed: Exception, grading:
     """Leave in `session.last_input` the smallest input hypothesis finds failing the check
     as it failed (the same exception type), trying at most `SHRINK_CALLS` candidates:
     a count, not a time, so that `labkit grade` names the same input cold and warm
-    however busy the machine (a batch does not shrink: `warm.run`). `SHRINK_SECONDS` and the grading's deadline still bound it:
-    past either, and past the count, every candidate counts as passing, so hypothesis
-    ends at once with the smallest found so far.
+    however busy the machine (a batch does not shrink: `warm.run`). `SHRINK_SECONDS`
+    and the grading's deadline still bound it: past either, and past the count, every
+    candidate counts as passing, so hypothesis ends at once with the smallest found so
+    far.
 
     The shrinking runs in a fresh worker (the failed one may be stopped, or changed), with
     each call bounded by the same time; the derandomized examples make warm and cold
