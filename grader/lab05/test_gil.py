@@ -38,6 +38,10 @@ LOOP_N = 1_000_000
 # back; 3-9 us measured here), so racy_count(*RACE) at least 20 ms, two clock ticks.
 RACE = (4, 5000)
 RACE_MIN_CPU_PER_SLEEP = 1e-6
+# A put and a get on a queue.Queue cost at least 1 us of CPU together (6 us measured
+# here), so producer_consumer(*QUEUE)'s 20,000 items at least 20 ms.
+QUEUE = (4, 5000)
+QUEUE_MIN_CPU_PER_ITEM = 1e-6
 # Below this fraction of the work's own CPU time, the work did not run in the worker.
 MAX_OWN_CPU_SHARE = 0.35
 _LOOPS = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -425,6 +429,17 @@ def test_releases_gil_sleep_hashing_objects(student, submission):
 # --- producer_consumer -----------------------------------------------------------------------
 
 
+def _queue_work(student):
+    """The sum is the worker's word, and a formula gives it: the work behind it is the
+    worker's CPU time for `QUEUE`'s items through a queue, read from /proc here. The
+    result, for the check that judges it."""
+    producers, each = QUEUE
+    measured = student.measure("producer_consumer", producers, each)
+    if measured.cpu_s < QUEUE_MIN_CPU_PER_ITEM * producers * each:
+        fail("no_queue_work")
+    return measured.result
+
+
 @check("producer_consumer.sum")
 def test_producer_consumer_sum(student, submission):
     if not mentions(submission, "Queue"):
@@ -432,6 +447,8 @@ def test_producer_consumer_sum(student, submission):
     for producers, each in ((1, 1), (1, 10), (3, 100), (5, 257)):
         assert as_int(student.producer_consumer(producers, each)) == \
             producers * each * (each + 1) // 2
+    producers, each = QUEUE
+    assert as_int(_queue_work(student)) == producers * each * (each + 1) // 2
     for args in ((0, 3), (2, 0), (-2, -2)):
         with pytest.raises(ValueError):
             student.producer_consumer(*args)
@@ -441,12 +458,16 @@ def test_producer_consumer_sum(student, submission):
 def test_producer_consumer_threads_joined(student):
     """After the call, the worker has only the threads it had before (seen from /proc
     here): every producer and the consumer have ended. A thread that was joined may take
-    a moment more to leave the kernel's list, so it is read a few times."""
+    a moment more to leave the kernel's list, so it is read a few times. A call that did
+    no work through a queue (`_queue_work`) started no threads to join."""
     before = _threads(student, 1)
     for producers, each in ((2, 50), (4, 500)):
         student.producer_consumer(producers, each)  # its sum: another check
         if _threads(student, before) > before:
             fail("threads_left_running")
+    _queue_work(student)
+    if _threads(student, before) > before:
+        fail("threads_left_running")
 
 
 def _threads(student, at_most: int, tries: int = 10) -> int:
