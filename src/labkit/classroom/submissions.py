@@ -87,7 +87,7 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
     different entries never become one student silently.
     """
     root = Path(root)
-    entries: dict[str, list[Entry]] = {}
+    entries: list[Entry] = []
     ignored: list[str] = []
     with os.scandir(root) as found:
         for item in found:
@@ -100,16 +100,8 @@ def discover(root: Path) -> tuple[list[Entry], list[str]]:
             else:
                 ignored.append(textsafe.shown(item.name))
                 continue
-            entries.setdefault(entry.student, []).append(entry)
-    result = []
-    for student in sorted(entries):
-        group = entries[student]
-        if len(group) > 1:
-            names = ", ".join(sorted(e.source for e in group))
-            group = [Entry(e.student, e.root, e.name, e.kind, duplicate_of=names)
-                     for e in group[:1]]
-        result.append(group[0])
-    return result, sorted(ignored)
+            entries.append(entry)
+    return one_per_student(entries), sorted(ignored)
 
 
 def one_per_student(entries: list[Entry]) -> list[Entry]:

@@ -30,6 +30,7 @@ from labkit.errors import EnglishError, LabkitError
 from labkit.fsutil import write_atomic
 from labkit.interop import gradescope
 from labkit.results import LabResult
+from labkit.sandbox import host
 from labkit.sandbox.isolation import SANDBOX_UID
 
 DEFAULT_ROOT = Path("/autograder")
@@ -94,26 +95,9 @@ def reap_descendants(seconds: float = _REAP_SECONDS) -> None:
             continue
         if time.monotonic() > deadline:
             raise StrayProcesses("processes started by the grading would not die")
-        for child in _children():
+        for child in host.children(os.getpid()):
             try:
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         time.sleep(0.01)
-
-
-def _children() -> list[int]:
-    """This process's children, from /proc (names are pids; field 4 of stat, the parent)."""
-    me, found = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == me:
-            found.append(int(name))
-    return found

@@ -263,6 +263,15 @@ def _children(pid: int, threads: list[str]) -> list[int]:
     return found
 
 
+def children(pid: int) -> list[int]:
+    """The children of process `pid` (none if it is gone)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return _children(pid, threads)
+
+
 def _nspid(pid: int) -> list[int]:
     """`pid`'s pids in its PID namespace and each one above it, innermost last."""
     with open(f"/proc/{pid}/status", "rb") as handle:
