@@ -114,17 +114,29 @@ def test_fresh(student):
 @check("record.after_fresh")  # and hands none on
 def test_after_fresh(student):
     assert student.record() == 1
+
+@check("once.by_bytes")  # two arrays whose reprs are the same are two requests
+def test_once_by_bytes(student):
+    import numpy as np
+    a = np.zeros(5000)
+    b = a.copy()
+    b[2500] = 1.0
+    assert repr(a) == repr(b)
+    assert student.probe("count_of", a, once=True) != student.probe("count_of", b, once=True)
 """
 
 PROBES = """
 def count(student):
+    return student.record()
+
+def count_of(student, value):
     return student.record()
 """
 
 IDS = ["record.first", "record.second", "spoil.fails", "record.after_failure",
        "square.values", "record.after_property", "shout.flood", "shout.first", "shout.second",
        "die.crashes", "record.after_crash", "once.first", "once.second", "once.again",
-       "record.fresh", "record.after_fresh"]
+       "record.fresh", "record.after_fresh", "once.by_bytes"]
 
 NOT_PASSING = {"spoil.fails": Status.FAIL, "square.values": Status.FAIL,
                "die.crashes": Status.ERROR}

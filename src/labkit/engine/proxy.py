@@ -187,7 +187,7 @@ class Session:
         self.last_input: tuple[str, list, dict] | None = None  # last call: name, args, kwargs
         self.arena: Arena | None = None  # the worker's shared memory, once a check uses it
         self.generations: set[int] = set()  # the zygotes this check's workers came from
-        self.once: dict[str, Any] = {}  # `request_once`'s answers, from the worker serving now
+        self.once: dict[bytes, Any] = {}  # `request_once`'s answers, from the worker serving now
 
     @property
     def ready(self) -> bool:
@@ -229,8 +229,12 @@ class Session:
                      **fields: Any) -> Any:
         """`request`, answered once by the worker serving now: the checks it serves in
         turn that ask the same (several checks judging facts of one probe's answer) share
-        its reply, without asking again. A fresh worker is asked afresh."""
-        key = repr((op, where, module, fields))
+        its reply, without asking again. A fresh worker is asked afresh. The request is
+        known by its encoded bytes (a repr would abbreviate a large array)."""
+        if _take_callbacks(fields, 0)[1]:
+            raise ValueError("a request with callbacks is answered each time, never once")
+        header, blobs = _encode(op, module or self.sandbox.config.modules[0], fields)
+        key = where.encode() + b"\0" + protocol.pack(header, blobs)
         if key not in self.once:
             self.once[key] = self.request(op, where, module, **fields)
         return self.once[key]
