@@ -9,7 +9,7 @@ import re
 import pytest
 from batchkit import LAB02, SOLUTION, made_up, zipped
 from click.testing import CliRunner
-from similaritykit import disguised, similarity_class
+from similaritykit import STUB_ES, disguised, similarity_class
 
 from labkit import __version__
 from labkit.classroom import similarity
@@ -44,6 +44,13 @@ def test_a_class_with_no_copy_stays_under_the_threshold(tmp_path):
     assert max(p.score for p in report.pairs) < report.threshold
     assert report.flagged == []
     assert "0 pairs at or above 50%" in similarity.text(report)
+
+
+def test_the_spanish_stub_is_discounted_too():
+    mine = "\n\ndef extra(x):\n    return [v * 2 for v in x if v > 0]\n"
+    theirs = "\n\ndef other(y):\n    total = 0\n    for w in y:\n        total += w\n    return total\n"
+    report = similarity.compare(LAB02, {"ana": STUB_ES + mine, "luis": STUB_ES + theirs})
+    assert all(p.score < report.threshold for p in report.pairs), report.pairs
 
 
 def test_unreadable_entries_are_listed_and_the_deadline_is_kept(tmp_path):

@@ -101,8 +101,10 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
         raise SimilarityError("--threshold must be in (0, 1]")
     started = time.monotonic()
     window = GUARANTEE - NOISE + 1
-    stub = "\n".join((lab.exercise_dir / rel).read_text() for rel in lab.files
-                     if rel.endswith(".py") and (lab.exercise_dir / rel).is_file())
+    # every language's stub: a student who started from the Spanish one is no closer
+    # to another who did than to one who started from the English one
+    stub = "\n".join(path.read_text(encoding="utf-8") for rel in lab.files if rel.endswith(".py")
+                     for path in lab.stubs(rel) if path.is_file())
     boilerplate = _hashes(CodeFingerprint("stub.py", NOISE, window, fp=io.StringIO(stub)))
     skipped = list(skipped or ())
     prints = {}
