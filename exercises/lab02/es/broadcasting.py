@@ -1,10 +1,11 @@
-"""Lab 02 -- strides and broadcasting.
+"""Laboratorio 02 -- strides y broadcasting.
 
-Broadcasting aligns shapes from the right, so a (N,) target against (N, 1) predictions
-silently becomes an (N, N) table of every cross difference. Here you write that bug on
-purpose, then a loss that refuses it, then the rules NumPy itself follows: the
-broadcast shape, the strides of C and Fortran arrays, the facts an array is made of,
-and a zero-copy sliding window.
+El broadcasting alinea las formas por la derecha, así que un objetivo (N,) frente a unas
+predicciones (N, 1) se convierte sin avisar en una tabla (N, N) con todas las diferencias
+cruzadas. Aquí escribes ese error a propósito, luego una pérdida que lo rechaza y después
+las reglas que sigue el propio NumPy: la forma resultante del broadcasting, los strides de
+los arrays en orden C y Fortran, los datos de los que está hecho un array y una ventana
+deslizante sin copias.
 """
 
 from __future__ import annotations
@@ -13,57 +14,63 @@ import numpy as np
 
 
 def buggy_mse(y_true, y_pred) -> float:
-    """The bug, on purpose: the naive mean of squared differences.
+    """El error, a propósito: la media ingenua de las diferencias al cuadrado.
 
-    With `y_true` of shape (N,) and `y_pred` of shape (N, 1) this averages all N*N
-    cross differences instead of the N aligned pairs.
+    Con `y_true` de forma (N,) y `y_pred` de forma (N, 1), promedia las N*N diferencias
+    cruzadas en lugar de los N pares alineados.
     """
     raise NotImplementedError
 
 
 def safe_mse(y_true, y_pred) -> float:
-    """Mean squared error over N aligned pairs; anything ambiguous raises ValueError.
+    """Error cuadrático medio sobre N pares alineados; cualquier ambigüedad lanza ValueError.
 
-    Each input must be a vector of the same length N > 0, of shape (N,) or (N, 1).
-    The error message names both shapes, so the caller sees what went wrong.
+    Cada entrada debe ser un vector de la misma longitud N > 0, de forma (N,) o (N, 1).
+    El mensaje de error nombra las dos formas, para que quien llama vea qué ha fallado.
     """
     raise NotImplementedError
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The shape NumPy's broadcasting gives `shapes`, computed by hand.
+    """La forma que da el broadcasting de NumPy a `shapes`, calculada a mano.
 
-    Align from the right; at each position every size must be equal or 1, and a 1
-    stretches to the other size (even to 0). Otherwise raise ValueError.
+    Alinea por la derecha; en cada posición todos los tamaños deben ser iguales o 1, y un 1
+    se estira al otro tamaño (incluso a 0). Si no, lanza ValueError.
     """
     raise NotImplementedError
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Byte strides of a C-ordered (row-major) array of `shape`: last axis fastest."""
+    """Strides en bytes de un array de forma `shape` en orden C (por filas).
+
+    El último eje es el que avanza más rápido.
+    """
     raise NotImplementedError
 
 
 def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Byte strides of a Fortran-ordered (column-major) array: first axis fastest."""
+    """Strides en bytes de un array en orden Fortran (por columnas).
+
+    El primer eje es el que avanza más rápido.
+    """
     raise NotImplementedError
 
 
 def describe(arr: np.ndarray) -> dict:
-    """The facts NumPy keeps about `arr`, read off it: no element is looked at.
+    """Los datos que NumPy guarda de `arr`, leídos de él: no se mira ningún elemento.
 
-    `shape`, `strides`, `dtype` (`arr.dtype.str`) and `itemsize` say how to walk the
-    memory; `offset` is how many bytes after the first byte of the memory block that
-    owns the data (the last ndarray along the `.base` chain, or `arr` itself) the
-    array's first element sits; the four flags say how the walk relates to that block.
+    `shape`, `strides`, `dtype` (`arr.dtype.str`) e `itemsize` dicen cómo recorrer la
+    memoria; `offset` es a cuántos bytes del primer byte del bloque de memoria dueño de los
+    datos (el último ndarray de la cadena `.base`, o el propio `arr`) está el primer elemento
+    del array; los cuatro flags dicen cómo se relaciona el recorrido con ese bloque.
     """
     raise NotImplementedError
 
 
 def sliding_windows(x: np.ndarray, window: int) -> np.ndarray:
-    """Every length-`window` window of 1-D `x` as a read-only, zero-copy strided view.
+    """Las ventanas de longitud `window` de `x` (1-D): una vista de solo lectura, sin copia.
 
-    Shape (len(x) - window + 1, window); row i is x[i:i + window]. Built with
-    `np.lib.stride_tricks.as_strided`.
+    Forma (len(x) - window + 1, window); la fila i es x[i:i + window]. Es una vista con
+    strides, construida con `np.lib.stride_tricks.as_strided`.
     """
     raise NotImplementedError
