@@ -168,6 +168,8 @@ def test_words_outside_a_language_block_are_found():
     assert untranslated(BILINGUAL) == []
     english_only = BILINGUAL.replace("def f(x):\n", "# a helper\ndef f(x):  # noqa: E999\n")
     assert untranslated(english_only) == [8]
+    explained = BILINGUAL.replace("def f(x):\n", "def f(x):  # noqa: B006 -- on purpose\n")
+    assert untranslated(explained) == [8]
     docstring = BILINGUAL + '\n\nclass A:\n    """Doc."""\n'
     assert untranslated(docstring) == [28]
     stub = BILINGUAL + "### BEGIN SOLUTION\nY = 1\n### END SOLUTION\n### BEGIN STUB\n# Y = 0\n### END STUB\n"

@@ -203,7 +203,7 @@ def snapshot(params: list[np.ndarray]) -> list[np.ndarray]:
     ### END SOLUTION
 
 
-def buggy_append_history(item, history=[]) -> list:  # noqa: B006 -- the bug, on purpose
+def buggy_append_history(item, history=[]) -> list:  # noqa: B006
     ### LANG en
     """The bug, on purpose: the default list is built once, when `def` runs.
 

@@ -91,7 +91,7 @@ def snapshot(params: list[np.ndarray]) -> list[np.ndarray]:
     raise NotImplementedError
 
 
-def buggy_append_history(item, history=[]) -> list:  # noqa: B006 -- the bug, on purpose
+def buggy_append_history(item, history=[]) -> list:  # noqa: B006
     """El error, a propósito: la lista por defecto se crea una sola vez, al ejecutarse `def`.
 
     Cada llamada que omite `history` añade a esa única lista compartida, así que crece de

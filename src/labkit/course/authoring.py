@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -40,8 +41,9 @@ from labkit.i18n import LANGUAGES
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_STUB, END_STUB = "### BEGIN STUB", "### END STUB"
 LANG, END_LANG = "### LANG ", "### END LANG"
-# Comments that are instructions to tools, not words for a student.
-_TOOL_COMMENTS = ("# noqa", "# type:", "# pragma", "# fmt:")
+# A comment that is an instruction to a tool and nothing else (no words for a student).
+_TOOL_COMMENT = re.compile(r"# (noqa(: [A-Z]+[0-9]+(, ?[A-Z]+[0-9]+)*)?|type: ignore(\[[\w, -]+\])?"
+                           r"|pragma: no cover|fmt: (on|off|skip))\s*")
 
 Parts = dict[str, tuple[int, int]]
 
@@ -162,7 +164,7 @@ def stub_text(solution: str, lang: str) -> str:
 def untranslated(text: str) -> list[int]:
     """The lines of a solution that a student reads (comments, docstrings) in one
     language only: outside every language block. Solution regions are exempt (no stub
-    shows them), as are stub blocks (commented code) and comments for tools (`# noqa`)."""
+    shows them), as are stub blocks (commented code) and bare comments for tools (`# noqa`)."""
     lines = text.splitlines()
     exempt: set[int] = set()
     for start, end, _ in _language_blocks(lines):
@@ -176,7 +178,8 @@ def untranslated(text: str) -> list[int]:
     found = {
         token.start[0]
         for token in tokenize.generate_tokens(io.StringIO(text).readline)
-        if token.type == tokenize.COMMENT and not token.string.startswith(("###", *_TOOL_COMMENTS))
+        if token.type == tokenize.COMMENT and not token.string.startswith("###")
+        and not _TOOL_COMMENT.fullmatch(token.string)
     }
     for node in ast.walk(ast.parse(text)):
         if (doc := _docstring(node)) is not None:
