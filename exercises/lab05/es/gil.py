@@ -1,12 +1,13 @@
-"""Lab 05 -- the GIL, measured.
+"""Laboratorio 05 -- el GIL, medido.
 
-CPython threads take turns holding one lock, the global interpreter lock: pure-Python
-work does not get faster with more threads, while code that waits or works outside the
-interpreter (sleeping, NumPy's loops, hashing, compression) releases the lock and lets
-other threads run. Processes each have their own interpreter and their own lock. And
-the lock does not make `counter += 1` atomic: a thread can lose the lock between
-reading a value and writing it back. Here you measure each of those claims on your own
-machine, write the race on purpose, fix it, and pass work between threads on a queue.
+Los hilos de CPython se turnan para tener un único cerrojo, el cerrojo global del
+intérprete: el trabajo en Python puro no va más rápido con más hilos, mientras que el
+código que espera o que trabaja fuera del intérprete (las pausas, los bucles de NumPy, los
+hashes, la compresión) suelta el cerrojo y deja avanzar a otros hilos. Cada proceso tiene
+su propio intérprete y su propio cerrojo. Y el cerrojo no hace atómico `counter += 1`: un
+hilo puede perder el cerrojo entre leer un valor y volver a escribirlo. Aquí mides cada
+una de esas afirmaciones en tu propia máquina, escribes la condición de carrera a
+propósito, la corriges y pasas trabajo entre hilos por una cola.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-# How long the helper thread of `releases_gil` naps on every turn (seconds).
+# Cuánto duerme el hilo auxiliar de `releases_gil` en cada vuelta (segundos).
 NAP_S = 0.0005
 
 
 def square_sum(n: int) -> int:
-    """0² + 1² + ... + (n-1)², by a Python loop: pure-Python work that holds the GIL."""
+    """0² + 1² + ... + (n-1)², con un bucle de Python: trabajo en Python puro, que
+    retiene el GIL."""
     raise NotImplementedError
 
 
@@ -34,19 +36,19 @@ def _check_workers(workers: int) -> None:
 
 
 def run_in_threads(fn: Callable[[Any], Any], items: list, workers: int) -> list:
-    """`[fn(x) for x in items]`, computed by `workers` threads of this process."""
+    """`[fn(x) for x in items]`, calculado por `workers` hilos de este proceso."""
     raise NotImplementedError
 
 
 def run_in_processes(fn: Callable[[Any], Any], items: list, workers: int) -> list:
-    """`[fn(x) for x in items]`, computed by `workers` child processes; none of them
-    outlives the call."""
+    """`[fn(x) for x in items]`, calculado por `workers` procesos hijos; ninguno de
+    ellos sigue en marcha cuando termina la llamada."""
     raise NotImplementedError
 
 
 def cpu_per_wall(fn: Callable[..., Any], *args: Any) -> float:
-    """This process's CPU time over the wall time of one call `fn(*args)`: how many
-    cores it kept busy on average."""
+    """El tiempo de CPU de este proceso dividido entre el tiempo real de una llamada
+    `fn(*args)`: cuántos núcleos mantuvo ocupados, de media."""
     raise NotImplementedError
 
 
@@ -56,22 +58,25 @@ def _check_counts(n_threads: int, n_increments: int) -> None:
 
 
 def racy_count(n_threads: int, n_increments: int) -> int:
-    """The race on purpose: read, hand the GIL over, write back; no lock."""
+    """La carrera a propósito: leer, ceder el GIL y volver a escribir; sin cerrojo."""
     raise NotImplementedError
 
 
 def safe_count(n_threads: int, n_increments: int) -> int:
-    """The fix: the same read, `sleep(0)` and write under one lock; the count is exact."""
+    """La corrección: la misma lectura, `sleep(0)` y escritura, bajo un único cerrojo;
+    la cuenta es exacta."""
     raise NotImplementedError
 
 
 def releases_gil(fn: Callable[..., Any], *args: Any) -> bool:
-    """Whether `fn(*args)` lets other Python threads run while it runs: a napping
-    helper's turns during the call against its turns during a sleep as long."""
+    """Si `fn(*args)` deja que otros hilos de Python avancen mientras se ejecuta: las
+    vueltas que da durante la llamada un auxiliar que duerme a ratos, frente a las que
+    da durante una pausa igual de larga."""
     raise NotImplementedError
 
 
 def producer_consumer(n_producers: int, items_each: int) -> int:
-    """Producers put 1..items_each and a sentinel on one queue; one consumer sums until
-    it has seen every sentinel. Every thread is joined; returns the sum."""
+    """Los productores ponen 1..items_each y un centinela en una única cola; un
+    consumidor suma hasta haber visto todos los centinelas. Se espera a cada hilo con
+    `join`; devuelve la suma."""
     raise NotImplementedError

@@ -1,12 +1,13 @@
-"""Lab 06 -- identity, equality and the other pitfalls.
+"""Laboratorio 06 -- identidad, igualdad y otras trampas.
 
-`is` asks whether two names label the same object; `==` asks whether two values are
-equal, and on arrays it answers with an array, one bool per element; `hash` decides
-membership in dicts and sets, so a mutable array, which has no stable hash, cannot be a
-key. Here you predict what a row of such expressions gives, compare and deduplicate
-arrays without tripping over any of that, then meet three more pitfalls, each as a bug
-on purpose followed by its fix: deleting from a dict while iterating it, `np.array` of
-objects that hold arrays, and the memory a `deepcopy` costs.
+`is` pregunta si dos nombres son etiquetas del mismo objeto; `==` pregunta si dos valores
+son iguales y, entre arrays, responde con un array, un bool por elemento; `hash` decide
+la pertenencia a dicts y sets, así que un array mutable, que no tiene un hash estable, no
+puede ser clave. Aquí predices qué da una serie de expresiones de ese tipo, comparas
+arrays y descartas duplicados sin tropezar con nada de eso, y después te encuentras con
+tres trampas más, cada una como un error a propósito seguido de su corrección: borrar de
+un dict mientras se recorre, `np.array` de objetos que contienen arrays y la memoria que
+cuesta un `deepcopy`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import tracemalloc
 
 import numpy as np
 
-# Your prediction for each expression, with a = np.arange(4.0): "True", "False", "array"
-# (an ndarray comes back), "TypeError" or "ValueError" (evaluating it raises that).
-# Replace every "?".
+# Tu predicción para cada expresión, con a = np.arange(4.0): "True", "False", "array"
+# (devuelve un ndarray), "TypeError" o "ValueError" (al evaluarla se lanza esa
+# excepción). Sustituye cada "?".
 EQUALITY_QUIZ: dict[str, str] = {
     "a is a": "?",
     "a is a.copy()": "?",
@@ -38,62 +39,65 @@ EQUALITY_QUIZ: dict[str, str] = {
 
 
 def arrays_equal(a: np.ndarray, b: np.ndarray, equal_nan: bool = False) -> bool:
-    """Whether `a` and `b` have the same shape and equal elements, as a Python bool.
+    """Si `a` y `b` tienen la misma forma y elementos iguales, como bool de Python.
 
-    `a == b` broadcasts before it compares, so a (1,) array "equals" a (3,) array of
-    the same value; the shapes must be compared first. NaN is unequal to everything,
-    itself included, unless `equal_nan` says otherwise.
+    `a == b` aplica broadcasting antes de comparar, así que un array (1,) "es igual" a
+    un array (3,) con el mismo valor: hay que comparar antes las formas. NaN no es
+    igual a nada, ni siquiera a sí mismo, salvo que `equal_nan` diga lo contrario.
     """
     raise NotImplementedError
 
 
 def dedupe_arrays(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """The first occurrence of each distinct array, in order, as the objects given.
+    """La primera aparición de cada array distinto, en orden, como los objetos recibidos.
 
-    An array cannot be a set member or a dict key (it is mutable, hence unhashable), so
-    each one is described by a hashable key: its dtype, its shape and its bytes. All
-    three matter: `int32` zeros and `float32` zeros share their bytes, a (4,) and a
-    (2, 2) array may too.
+    Un array no puede ser elemento de un set ni clave de un dict (es mutable y, por
+    tanto, no hashable), así que cada uno se describe con una clave hashable: su dtype,
+    su forma y sus bytes. Importan las tres cosas: los ceros `int32` y los ceros
+    `float32` comparten sus bytes, y un array (4,) y otro (2, 2) también pueden hacerlo.
     """
     raise NotImplementedError
 
 
 def buggy_prune(d: dict, threshold: float) -> None:
-    """The bug, on purpose: deletes every key whose value is below `threshold` while
-    iterating over `d` itself. The dict notices that its size changed under the loop
-    and raises `RuntimeError` right after the first deletion."""
+    """El error, a propósito: borra cada clave cuyo valor esté por debajo de `threshold`
+    mientras recorre el propio `d`. El dict nota que su tamaño ha cambiado durante el
+    bucle y lanza `RuntimeError` justo después del primer borrado."""
     raise NotImplementedError
 
 
 def prune(d: dict, threshold: float) -> None:
-    """The fix: the same deletions on the same dict object, looping over a snapshot
-    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys at or
-    above `threshold` stay."""
+    """La corrección: los mismos borrados en el mismo objeto dict, recorriendo una
+    instantánea de sus claves (`list(d)`), así que el bucle nunca recorre el dict que
+    cambia. Las claves cuyo valor sea igual o mayor que `threshold` se quedan."""
     raise NotImplementedError
 
 
 def buggy_stack(tensors: list) -> np.ndarray:
-    """The bug, on purpose: `np.array` of objects that hold arrays (in `.data`) but are
-    not arrays themselves. NumPy cannot see inside them, so it makes a one-dimensional
-    array of `object` holding the objects: no numbers at all."""
+    """El error, a propósito: `np.array` de objetos que guardan arrays (en `.data`) pero
+    que no son arrays. NumPy no puede ver dentro de ellos, así que crea un array
+    unidimensional de `object` que contiene los objetos: ni un solo número."""
     raise NotImplementedError
 
 
 def stack_data(tensors: list) -> np.ndarray:
-    """The fix: one numeric array of shape `(len(tensors), *shape)` from each `.data`,
-    built with `np.stack`, which copies, so it shares no memory with the tensors.
+    """La corrección: un único array numérico de forma `(len(tensors), *shape)` a
+    partir de cada `.data`, construido con `np.stack`, que copia, así que no comparte
+    memoria con los tensores.
 
-    An empty list or data of different shapes raises `ValueError` naming the shapes,
-    which is what the caller needs to find the odd tensor out.
+    Una lista vacía, o datos de formas distintas, lanza `ValueError` con las formas en
+    el mensaje, que es lo que necesita quien llama para encontrar el tensor que no
+    encaja.
     """
     raise NotImplementedError
 
 
 def deepcopy_bytes(obj: object) -> int:
-    """The bytes `copy.deepcopy(obj)` allocates: the peak that `tracemalloc` traces
-    during the call, minus what it traced just before.
+    """Los bytes que reserva `copy.deepcopy(obj)`: el pico que registra `tracemalloc`
+    durante la llamada, menos lo que tenía registrado justo antes.
 
-    The peak is reset first and tracing stopped after (when this call started it), so
-    each call measures its own copy only, whatever ran before it.
+    Primero se reinicia el pico y, al final, se detiene el rastreo (si lo arrancó esta
+    llamada), así que cada llamada mide solo su propia copia, se haya ejecutado lo que
+    se haya ejecutado antes.
     """
     raise NotImplementedError
