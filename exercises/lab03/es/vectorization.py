@@ -1,9 +1,10 @@
-"""Lab 03 -- vectorisation and the cost model.
+"""Laboratorio 03 -- la vectorización y el modelo de coste.
 
-A Python loop over an array turns every element into a Python object before it can do
-arithmetic with it; one NumPy call does the same maths in compiled code straight over
-the array's buffer. Here you write both versions of one sum, time them honestly, put a
-number on the gap, find the slow function of a program with a profiler, and plot it.
+Un bucle de Python sobre un array convierte cada elemento en un objeto de Python antes de
+poder hacer aritmética con él; una sola llamada de NumPy hace las mismas cuentas en código
+compilado, directamente sobre el búfer del array. Aquí escribes las dos versiones de una
+misma suma, las cronometras de forma fiable, le pones una cifra a la diferencia, encuentras
+con un perfilador la función lenta de un programa y lo dibujas.
 """
 
 from __future__ import annotations
@@ -19,28 +20,28 @@ from typing import Any
 
 import matplotlib
 
-matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
+matplotlib.use("Agg")  # dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 
 
 def sum_squares_loop(arr: np.ndarray) -> float:
-    """Sum of the squares of every element of `arr` (any shape), one element at a time.
+    """Suma de los cuadrados de todos los elementos de `arr` (cualquier forma), de uno en uno.
 
-    The slow way, on purpose: each step of the `for` loop boxes one element into a
-    Python object and runs a handful of bytecodes on it. That per-element cost is what
-    the rest of the lab measures.
+    La forma lenta, a propósito: cada paso del bucle `for` empaqueta un elemento en un
+    objeto de Python y ejecuta sobre él un puñado de bytecodes. Ese coste por elemento es
+    lo que mide el resto del laboratorio.
     """
     raise NotImplementedError
 
 
 def sum_squares_vectorized(arr: np.ndarray) -> float:
-    """The same sum in NumPy calls, with no Python loop over the elements.
+    """La misma suma con llamadas de NumPy, sin bucle de Python sobre los elementos.
 
-    The interpreter is paid once per call instead of once per element. Integers are
-    widened to float64 first: squared in their own dtype they overflow. Floats keep
-    their dtype: float32 is the dtype a model's data usually has, and widening it
-    would double the memory traffic of the one pass over it.
+    El precio del intérprete se paga una vez por llamada, no una vez por elemento. Los
+    enteros se amplían antes a float64: elevados al cuadrado en su propio dtype, desbordan.
+    Los floats conservan su dtype: float32 es el dtype que suelen tener los datos de un
+    modelo, y ampliarlo duplicaría el tráfico de memoria de la única pasada sobre ellos.
     """
     raise NotImplementedError
 
@@ -51,62 +52,63 @@ def best_time(
     repeats: int = 5,
     timer: Callable[[], float] = time.perf_counter,
 ) -> float:
-    """The smallest of `repeats` timings of `fn(*args)`, in seconds.
+    """El menor de `repeats` tiempos de `fn(*args)`, en segundos.
 
-    The timer is read just before and just after each call, so nothing else is timed.
-    The minimum is the honest summary: noise on a busy machine (other processes, cache
-    misses, the garbage collector) can only add time, never take it away.
+    El reloj se lee justo antes y justo después de cada llamada, así que no se cronometra
+    nada más. El mínimo es el resumen fiable: el ruido de una máquina ocupada (otros
+    procesos, fallos de caché, el recolector de basura) solo puede añadir tiempo, nunca
+    quitarlo.
     """
     raise NotImplementedError
 
 
 def speedup_table(sizes: Sequence[int], repeats: int = 3, seed: int = 0) -> list[dict]:
-    """Time both sums with `best_time` on a random float32 array of each size.
+    """Cronometra las dos sumas con `best_time` sobre un array float32 aleatorio por tamaño.
 
-    The arrays come from `np.random.default_rng(seed)`, so a table can be reproduced.
-    One row per size, in order: `{"size", "loop_s", "vectorized_s", "ratio"}` with
-    `ratio == loop_s / vectorized_s`, how many times faster the NumPy call is.
+    Los arrays salen de `np.random.default_rng(seed)`, así que una tabla se puede
+    reproducir. Una fila por tamaño, en orden: `{"size", "loop_s", "vectorized_s", "ratio"}`
+    con `ratio == loop_s / vectorized_s`, cuántas veces más rápida es la llamada de NumPy.
     """
     raise NotImplementedError
 
 
 def hotspot(fn: Callable[..., Any], *args: Any) -> str:
-    """Name (`co_name`) of the Python function with the largest own time in `fn(*args)`.
+    """Nombre (`co_name`) de la función de Python con mayor tiempo propio en `fn(*args)`.
 
-    Own time (`tottime`) counts only the time spent in a function's own lines, not in
-    what it calls, so it points at the code to rewrite. `fn` itself is left out: the
-    question is which of the functions it runs is slow. Built-in functions are left
-    out too, since they have no Python code to change.
+    El tiempo propio (`tottime`) cuenta solo el tiempo pasado en las propias líneas de una
+    función, no en lo que llama, así que señala el código que hay que reescribir. La propia
+    `fn` queda fuera: la pregunta es cuál de las funciones que ejecuta es la lenta. Las
+    funciones integradas también quedan fuera, porque no tienen código de Python que cambiar.
     """
     raise NotImplementedError
 
 
 def peak_bytes(fn: Callable[..., Any], *args: Any) -> int:
-    """Bytes `fn(*args)` needed at its peak, beyond what was allocated before the call.
+    """Bytes que `fn(*args)` necesitó en su pico, además de lo reservado antes de la llamada.
 
-    `tracemalloc` sees every allocation Python and NumPy make. If it is already tracing
-    (someone measuring something larger), its peak is reset and what is traced before
-    the call is subtracted, and it is left tracing; otherwise it runs for the call only.
+    `tracemalloc` ve cada reserva de memoria que hacen Python y NumPy. Si ya está trazando
+    (alguien que mide algo mayor), se olvida su pico anterior, se resta lo trazado antes de
+    la llamada y se deja trazando; si no, traza solo durante la llamada.
     """
     raise NotImplementedError
 
 
 def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
-    """How many times each line of `fn`'s own code ran during `fn(*args)`.
+    """Cuántas veces se ejecutó cada línea del propio código de `fn` durante `fn(*args)`.
 
-    A trace function sees every new frame; it traces line by line only the frames of
-    `fn`'s code object, so lines of the functions `fn` calls are not counted. The trace
-    function in force before (a debugger, a coverage tool) is put back afterwards, also
-    when `fn` raises.
+    Una función de traza ve cada marco nuevo; solo traza línea a línea los marcos del
+    objeto de código de `fn`, así que no se cuentan las líneas de las funciones a las que
+    llama `fn`. La función de traza que estaba activa antes (un depurador, una herramienta
+    de cobertura) se restablece después, también cuando `fn` lanza una excepción.
     """
     raise NotImplementedError
 
 
 def plot_speedup(table: list[dict], path: str | Path) -> Path:
-    """Plot loop and vectorised time against size, log-log, into the PNG at `path`.
+    """Dibuja el tiempo del bucle y el vectorizado frente al tamaño, log-log, en el PNG `path`.
 
-    Both costs grow in proportion to the size, so on log-log axes they are nearly
-    straight lines, and the vertical gap between them is the speed-up, readable across
-    many orders of magnitude of size.
+    Los dos costes crecen en proporción al tamaño, así que en ejes log-log son líneas casi
+    rectas, y la distancia vertical entre ellas es la aceleración, legible a lo largo de
+    muchos órdenes de magnitud del tamaño.
     """
     raise NotImplementedError

@@ -1,5 +1,5 @@
-"""The phase's shared utilities: `utils.seeding` and `utils.logging`.
+"""Las utilidades compartidas de la fase: `utils.seeding` y `utils.logging`.
 
-Later labs import them as `from utils.seeding import seed_everything` and
+Los laboratorios siguientes las importan como `from utils.seeding import seed_everything` y
 `from utils.logging import get_logger`.
 """
