@@ -31,11 +31,14 @@ from typing import Any
 import matplotlib
 
 ### LANG en
-matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
+# Draw into files only: no window, so it works on a server or in CI. The backend is chosen
+# before pyplot is imported.
 ### LANG es
-# matplotlib.use("Agg")  # dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI
+# # Dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI. El backend se
+# # elige antes de importar pyplot.
 ### END LANG
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 

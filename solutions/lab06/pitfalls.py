@@ -154,8 +154,8 @@ def buggy_prune(d: dict, threshold: float) -> None:
 def prune(d: dict, threshold: float) -> None:
     ### LANG en
     """The fix: the same deletions on the same dict object, looping over a snapshot
-    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys at or
-    above `threshold` stay."""
+    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys whose
+    value is at or above `threshold` stay."""
     ### LANG es
     # """La corrección: los mismos borrados en el mismo objeto dict, recorriendo una
     # instantánea de sus claves (`list(d)`), así que el bucle nunca recorre el dict que

@@ -20,8 +20,10 @@ from typing import Any
 
 import matplotlib
 
-matplotlib.use("Agg")  # dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+# Dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI. El backend se
+# elige antes de importar pyplot.
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
