@@ -1,6 +1,6 @@
 """A lab02 class for the similarity tests: honest students who each wrote their own code,
-two who left the stub as it was (one in English, one in Spanish), and (when asked) a copy of one of them disguised by
-renamed variables and reordered functions."""
+two who left the stub as it was (one the English stub, one the Spanish), and (when asked)
+a copy of one of them disguised by renamed variables and reordered functions."""
 
 from __future__ import annotations
 
