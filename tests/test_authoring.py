@@ -6,7 +6,13 @@ import pytest
 from kit import REPO
 
 from labkit.course import authoring
-from labkit.course.authoring import MarkerError, clear_solutions, in_language, same_code, untranslated
+from labkit.course.authoring import (
+    MarkerError,
+    clear_solutions,
+    in_language,
+    same_code,
+    untranslated,
+)
 from labkit.course.catalogue import catalogue
 
 
@@ -172,7 +178,8 @@ def test_words_outside_a_language_block_are_found():
     assert untranslated(explained) == [8]
     docstring = BILINGUAL + '\n\nclass A:\n    """Doc."""\n'
     assert untranslated(docstring) == [28]
-    stub = BILINGUAL + "### BEGIN SOLUTION\nY = 1\n### END SOLUTION\n### BEGIN STUB\n# Y = 0\n### END STUB\n"
+    stub = BILINGUAL + ("### BEGIN SOLUTION\nY = 1\n### END SOLUTION\n"
+                        "### BEGIN STUB\n# Y = 0\n### END STUB\n")
     assert untranslated(stub) == []
 
 

@@ -8,10 +8,10 @@ The exported course (`export_course`) is what `nbgrader generate_assignment` exp
 - the reference solution, in the notebook's language (`authoring.in_language`), as code
   cells split at top-level definitions. A cell holding a `### BEGIN SOLUTION` region is
   an nbgrader solution cell (its region becomes nbgrader's `raise NotImplementedError()`
-  in the released notebook); the other cells are plain, editable cells. A module-level region with a `### BEGIN STUB` block keeps
-  the stub's lines in front of the region, so the released notebook starts from the
-  stub's values. In a lab of several files each file's first cell starts with
-  `# file: PATH` (see `labkit.student.notebookfiles`);
+  in the released notebook); the other cells are plain, editable cells. A module-level
+  region with a `### BEGIN STUB` block keeps the stub's lines in front of the region, so
+  the released notebook starts from the stub's values. In a lab of several files each
+  file's first cell starts with `# file: PATH` (see `labkit.student.notebookfiles`);
 - one autograded test cell per check (locked, `points` from `checks.toml`), placed after
   the cell defining the function the check is named after. It calls
   `labkit.notebook.check(LAB, CHECK)`: the saved notebook is graded once by `labkit grade`
