@@ -1,13 +1,16 @@
 """A lab02 class for the similarity tests: honest students who each wrote their own code,
-two who left the stub as it was, and (when asked) a copy of one of them disguised by
-renamed variables and reordered functions."""
+two who left the stub as it was (one the English stub, one the Spanish), and (when asked)
+a copy of one of them disguised by renamed variables and reordered functions."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from batchkit import SOLUTION, STUB
+from batchkit import LAB02, SOLUTION, STUB
+
+# what a student reading Spanish starts from: the same stub in other words
+STUB_ES = LAB02.stub("broadcasting.py", "es").read_text(encoding="utf-8")
 
 BOB = '''
 import numpy as np
@@ -140,7 +143,7 @@ def disguised(source: str) -> str:
 
 def similarity_class(root: Path, planted: bool) -> None:
     for name, source in (("alice", SOLUTION), ("bob", BOB), ("carol", CAROL),
-                         ("dave", STUB), ("erin", STUB)):
+                         ("dave", STUB), ("erin", STUB_ES)):
         (root / name).mkdir(parents=True)
         (root / name / "broadcasting.py").write_text(source)
     if planted:

@@ -6,7 +6,14 @@ import pytest
 from kit import REPO
 
 from labkit.course import authoring
-from labkit.course.authoring import MarkerError, clear_solutions
+from labkit.course.authoring import (
+    MarkerError,
+    clear_solutions,
+    in_language,
+    same_code,
+    untranslated,
+)
+from labkit.course.catalogue import catalogue
 
 
 def test_exercises_are_what_the_build_makes():
@@ -90,10 +97,106 @@ def test_write_exercises_rewrites_only_what_changed(tmp_path):
     (tmp_path / "solutions" / "demo" / "b.py").write_text("B = 1\n")
     (tmp_path / "exercises" / "demo").mkdir(parents=True)
     (tmp_path / "exercises" / "demo" / "b.py").write_text("B = 1\n")
+    (tmp_path / "exercises" / "demo" / "es").mkdir(parents=True)
+    (tmp_path / "exercises" / "demo" / "es" / "b.py").write_text("B = 1\n")
     stub = tmp_path / "exercises" / "demo" / "a.py"
-    assert authoring.write_exercises(tmp_path) == [stub]
+    assert authoring.write_exercises(tmp_path) == [stub, stub.parent / "es" / "a.py"]
     assert stub.read_text() == "def f():\n    raise NotImplementedError\n"
     assert authoring.out_of_date(tmp_path) == []
     assert authoring.write_exercises(tmp_path) == []
     stub.write_text("edited by hand\n")
     assert authoring.out_of_date(tmp_path) == [stub]
+
+
+# --- one stub per language ------------------------------------------------------------
+
+BILINGUAL = (
+    "### LANG en\n"
+    '"""Module."""\n'
+    "### LANG es\n"
+    '# """Módulo."""\n'
+    "### END LANG\n"
+    "\n"
+    "\n"
+    "def f(x):\n"
+    "    ### LANG en\n"
+    '    """Twice `x`.\n'
+    "\n"
+    "      indented\n"
+    '    """\n'
+    "    # step by step\n"
+    "    ### LANG es\n"
+    '    # """El doble de `x`.\n'
+    "    #\n"
+    "    #   sangrado\n"
+    '    # """\n'
+    "    # # paso a paso\n"
+    "    ### END LANG\n"
+    "    ### BEGIN SOLUTION\n"
+    "    return 2 * x  # never in a stub, so in English only\n"
+    "    ### END SOLUTION\n"
+)
+
+
+def test_each_language_reads_its_own_part_of_every_block():
+    assert authoring.stub_text(BILINGUAL, "en") == (
+        '"""Module."""\n\n\ndef f(x):\n    """Twice `x`.\n\n      indented\n    """\n'
+        "    # step by step\n    raise NotImplementedError\n")
+    assert authoring.stub_text(BILINGUAL, "es") == (
+        '"""Módulo."""\n\n\ndef f(x):\n    """El doble de `x`.\n\n      sangrado\n    """\n'
+        "    # paso a paso\n    raise NotImplementedError\n")
+    # the solution itself runs as it reads in English: its docstrings are the English ones
+    namespace: dict = {}
+    exec(compile(BILINGUAL, "demo.py", "exec"), namespace)
+    assert namespace["__doc__"] == "Module." and namespace["f"](3) == 6
+    assert namespace["f"].__doc__.startswith("Twice")
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("### LANG en\nx\n### END LANG\n", "needs the parts en, es"),
+        ("### LANG es\n# x\n### LANG en\nx\n### END LANG\n", "not es, en"),
+        ("### LANG en\n### LANG fr\n### END LANG\n", "unknown or repeated language 'fr'"),
+        ("### LANG en\n### LANG es\n### LANG es\n### END LANG\n", "repeated language 'es'"),
+        ("### LANG en\nx = 1\n", "never closed"),
+        ("    ### LANG en\n    ### LANG es\n### END LANG\n", "not indented as line 1"),
+        ("### LANG en\n### LANG es\nx = 1\n### END LANG\n", "not commented"),
+        ("### END LANG\n", "without an open block"),
+    ],
+)
+def test_bad_language_blocks_are_refused(text, where):
+    with pytest.raises(MarkerError, match=where):
+        in_language(text, "es")
+
+
+def test_words_outside_a_language_block_are_found():
+    assert untranslated(BILINGUAL) == []
+    english_only = BILINGUAL.replace("def f(x):\n", "# a helper\ndef f(x):  # noqa: E999\n")
+    assert untranslated(english_only) == [8]
+    explained = BILINGUAL.replace("def f(x):\n", "def f(x):  # noqa: B006 -- on purpose\n")
+    assert untranslated(explained) == [8]
+    docstring = BILINGUAL + '\n\nclass A:\n    """Doc."""\n'
+    assert untranslated(docstring) == [28]
+    stub = BILINGUAL + ("### BEGIN SOLUTION\nY = 1\n### END SOLUTION\n"
+                        "### BEGIN STUB\n# Y = 0\n### END STUB\n")
+    assert untranslated(stub) == []
+
+
+def test_stubs_of_one_file_may_differ_in_words_only():
+    en, es = (authoring.stub_text(BILINGUAL, lang) for lang in ("en", "es"))
+    assert same_code(en, es)
+    # a Spanish part that is code once uncommented is caught
+    sneaky = BILINGUAL.replace("    # # paso a paso\n", "    # # paso a paso\n    # x = 0\n")
+    assert not same_code(en, authoring.stub_text(sneaky, "es"))
+    assert not same_code(en, en.replace("raise NotImplementedError", "return 0"))
+
+
+def test_every_lab_has_a_stub_per_language_with_the_same_code():
+    for lab in catalogue():
+        for rel in lab.files:
+            english, spanish = (lab.stub(rel, lang).read_text(encoding="utf-8")
+                                for lang in ("en", "es"))
+            assert english != spanish, f"{lab.id}/{rel}: the Spanish stub is the English one"
+            assert same_code(english, spanish)
+            assert spanish.count('"""') == english.count('"""')

@@ -231,6 +231,18 @@ def test_export_cuts_a_module_into_cells():
         "@decorate\ndef f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")
 
 
+def test_the_spanish_export_holds_the_spanish_words():
+    lab = get_lab("lab02")
+    code = {lang: "\n".join(c["source"] for c in
+                            nbgrader_course.build_notebook(lab, REPO / "solutions", lang)["cells"]
+                            if c["cell_type"] == "code")
+            for lang in ("en", "es")}
+    spanish = lab.stub("broadcasting.py", "es").read_text(encoding="utf-8")
+    assert "### LANG" not in code["es"] + code["en"]
+    first_doc = spanish.split('"""')[1]  # the Spanish module docstring
+    assert first_doc in code["es"] and first_doc not in code["en"]
+
+
 def test_a_submission_notebook_keeps_the_test_cells(lab02_notebook):
     mine = nbgrader_course.submission_notebook(lab02_notebook, {"broadcasting.py": "X = 1\n"})
     tests = [c for c in lab02_notebook["cells"] if notebook.is_test_cell(c)]

@@ -30,6 +30,7 @@ from labkit.sandbox.host import (
     OUTPUT_KEEP,
     Sandbox,
     SandboxConfig,
+    SandboxFailure,
     WorkerCrashed,
     Zygote,
     excerpt,
@@ -279,6 +280,30 @@ def test_process_worker_has_its_limits_and_only_the_lab_files(job, work):
     assert "labkit-zygote-" in facts["cwd"] and facts["cwd"] != str(work)
     assert {k: facts["limits"][k] for k in DEFAULT_LIMITS} == DEFAULT_LIMITS
     assert facts["no_new_privs"] == "1"  # setuid programs (sudo) gain nothing
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_probes_load_while_the_grader_starts_not_at_the_first_spawn(work, tmp_path, mode):
+    (tmp_path / "probes.py").write_text(
+        "import time\nLOADED = time.monotonic()\n\n\ndef loaded(module):\n    return LOADED\n")
+    config = SandboxConfig(files={"m.py": (work / "m.py").read_bytes()}, modules=("m",),
+                           probes=tmp_path / "probes.py", isolation=mode)
+    with Sandbox(config) as sandbox:
+        assert sandbox.zygote.answers()  # the replies before it read: the load's too
+        asked = time.monotonic()  # one clock for every process of the machine
+        worker = sandbox.spawn()
+        assert call(worker, "loaded") < asked
+        worker.stop()
+
+
+def test_probes_that_fail_to_load_ahead_fail_the_spawn_saying_why(work, tmp_path):
+    (tmp_path / "probes.py").write_text("raise RuntimeError('these probes are broken')\n")
+    config = SandboxConfig(files={"m.py": (work / "m.py").read_bytes()}, modules=("m",),
+                           probes=tmp_path / "probes.py", isolation="process")
+    with Sandbox(config) as sandbox:
+        assert sandbox.zygote.answers()  # a failed load does not end the zygote
+        with pytest.raises(SandboxFailure, match="these probes are broken"):
+            sandbox.spawn()
 
 
 @pytest.mark.parametrize("mode", MODES)

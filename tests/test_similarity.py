@@ -4,12 +4,16 @@ and the page shows each flagged pair side by side with every byte escaped."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
-from batchkit import LAB02, SOLUTION, made_up, zipped
+from batchkit import LAB02, SOLUTION, STUB, made_up, zipped
 from click.testing import CliRunner
-from similaritykit import disguised, similarity_class
+from kit import REPO
+from similaritykit import STUB_ES, disguised, similarity_class
 
 from labkit import __version__
 from labkit.classroom import similarity
@@ -44,6 +48,41 @@ def test_a_class_with_no_copy_stays_under_the_threshold(tmp_path):
     assert max(p.score for p in report.pairs) < report.threshold
     assert report.flagged == []
     assert "0 pairs at or above 50%" in similarity.text(report)
+
+
+def test_the_spanish_stub_is_discounted_too():
+    # its words differ, but copydetect compares code: comments dropped, strings alike
+    assert STUB_ES != STUB
+    report = similarity.compare(LAB02, {"ana": STUB_ES, "luis": STUB_ES, "eva": STUB})
+    assert report.pairs == ()
+
+
+def test_the_same_class_scores_the_same_in_every_process(tmp_path):
+    similarity_class(tmp_path, planted=True)
+    script = (
+        "import sys; sys.path[:0] = [sys.argv[1]]\n"
+        "from pathlib import Path\n"
+        "from batchkit import LAB02\n"
+        "from labkit.classroom import similarity\n"
+        "texts, _ = similarity.documents(LAB02, Path(sys.argv[2]))\n"
+        "for p in similarity.compare(LAB02, texts).pairs:\n"
+        "    print(p.a, p.b, repr(p.score), p.slices)\n")
+    runs = {subprocess.run([sys.executable, "-c", script, str(REPO / "tests"), str(tmp_path)],
+                           env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+                           text=True, check=True).stdout
+            for seed in ("1", "2", "3")}
+    assert len(runs) == 1 and "alice mallory" in runs.pop()
+
+
+def test_stable_kgrams_hash_equal_windows_alike():
+    hashes = similarity.stable_kgrams("abcabcabx", 3)
+    assert len(hashes) == 7 and hashes[0] == hashes[3] and hashes[1] == hashes[4]
+    assert len(set(hashes[:3].tolist())) == 3 and hashes[6] != hashes[0]
+    assert len(similarity.stable_kgrams("ab", 3)) == 0
+    # the same window in another document: the same hash
+    assert similarity.stable_kgrams("xyabc", 3)[2] == similarity.stable_kgrams("abc", 3)[0]
+    expected = (ord("a") * 0x100000001B3**2 + ord("b") * 0x100000001B3 + ord("c")) % 2**64
+    assert int(similarity.stable_kgrams("abc", 3)[0]) % 2**64 == expected
 
 
 def test_unreadable_entries_are_listed_and_the_deadline_is_kept(tmp_path):

@@ -354,6 +354,29 @@ def test_reset_restores_one_stub_file_with_a_backup(run, tmp_path):
     assert bad.exit_code == 2 and "broadcasting.py" in bad.output
 
 
+def test_fetch_and_reset_give_the_stub_of_the_students_language(run, tmp_path):
+    lab04 = get_lab("lab04")
+    english = {rel: lab04.stub(rel, "en").read_bytes() for rel in lab04.files}
+    spanish = {rel: lab04.stub(rel, "es").read_bytes() for rel in lab04.files}
+    assert english != spanish
+    assert run("fetch", "lab04", "--lang", "es").exit_code == 0
+    ws = tmp_path / "lab04"
+    assert {rel: (ws / rel).read_bytes() for rel in lab04.files} == spanish
+    assert (ws / "README.md").read_bytes() == lab04.readme("es").read_bytes()
+    # a stub in either language is nobody's work: reset replaces it without a backup
+    rel = "src/utils/seeding.py"
+    (ws / rel).write_bytes(english[rel])
+    out = run("reset", "lab04", rel, "--lang", "es", cwd=ws).output
+    assert "movido" not in out and "Restaurado" in out and not list(ws.rglob("*.backup-*"))
+    assert (ws / rel).read_bytes() == spanish[rel]
+    run("reset", "lab04", rel, "--lang", "en", cwd=ws)
+    assert (ws / rel).read_bytes() == english[rel] and not list(ws.rglob("*.backup-*"))
+    (ws / rel).write_bytes(spanish[rel] + b"# mine\n")
+    run("reset", "lab04", rel, "--lang", "es", cwd=ws)
+    (backup,) = ws.rglob("*.backup-*")
+    assert backup.read_bytes().endswith(b"# mine\n") and (ws / rel).read_bytes() == spanish[rel]
+
+
 def test_hint_takes_a_function_name_and_lists_the_check_ids(run, tmp_path):
     ws = write_files(stub_files(LAB), tmp_path / "lab02")
     files = solution_files(LAB)

@@ -87,7 +87,7 @@ def snapshot(params: list[np.ndarray]) -> list[np.ndarray]:
     raise NotImplementedError
 
 
-def buggy_append_history(item, history=[]) -> list:  # noqa: B006 -- the bug, on purpose
+def buggy_append_history(item, history=[]) -> list:  # noqa: B006
     """The bug, on purpose: the default list is built once, when `def` runs.
 
     Every call that omits `history` appends to that one shared list, so it keeps

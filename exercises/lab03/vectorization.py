@@ -19,8 +19,10 @@ from typing import Any
 
 import matplotlib
 
-matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+# Draw into files only: no window, so it works on a server or in CI. The backend is chosen
+# before pyplot is imported.
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 

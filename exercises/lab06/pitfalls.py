@@ -67,8 +67,8 @@ def buggy_prune(d: dict, threshold: float) -> None:
 
 def prune(d: dict, threshold: float) -> None:
     """The fix: the same deletions on the same dict object, looping over a snapshot
-    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys at or
-    above `threshold` stay."""
+    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys whose
+    value is at or above `threshold` stay."""
     raise NotImplementedError
 
 

@@ -1,3 +1,4 @@
+### LANG en
 """Lab 02 -- strides and broadcasting.
 
 Broadcasting aligns shapes from the right, so a (N,) target against (N, 1) predictions
@@ -6,6 +7,17 @@ purpose, then a loss that refuses it, then the rules NumPy itself follows: the
 broadcast shape, the strides of C and Fortran arrays, the facts an array is made of,
 and a zero-copy sliding window.
 """
+### LANG es
+# """Laboratorio 02 -- strides y broadcasting.
+#
+# El broadcasting alinea las formas por la derecha, así que un objetivo (N,) frente a unas
+# predicciones (N, 1) se convierte sin avisar en una tabla (N, N) con todas las diferencias
+# cruzadas. Aquí escribes ese error a propósito, luego una pérdida que lo rechaza y después
+# las reglas que sigue el propio NumPy: la forma resultante del broadcasting, los strides de
+# los arrays en orden C y Fortran, los datos de los que está hecho un array y una ventana
+# deslizante sin copias.
+# """
+### END LANG
 
 from __future__ import annotations
 
@@ -13,22 +25,38 @@ import numpy as np
 
 
 def buggy_mse(y_true, y_pred) -> float:
+    ### LANG en
     """The bug, on purpose: the naive mean of squared differences.
 
     With `y_true` of shape (N,) and `y_pred` of shape (N, 1) this averages all N*N
     cross differences instead of the N aligned pairs.
     """
+    ### LANG es
+    # """El error, a propósito: la media ingenua de las diferencias al cuadrado.
+    #
+    # Con `y_true` de forma (N,) y `y_pred` de forma (N, 1), promedia las N*N diferencias
+    # cruzadas en lugar de los N pares alineados.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     return float(((np.asarray(y_true) - np.asarray(y_pred)) ** 2).mean())
     ### END SOLUTION
 
 
 def safe_mse(y_true, y_pred) -> float:
+    ### LANG en
     """Mean squared error over N aligned pairs; anything ambiguous raises ValueError.
 
     Each input must be a vector of the same length N > 0, of shape (N,) or (N, 1).
     The error message names both shapes, so the caller sees what went wrong.
     """
+    ### LANG es
+    # """Error cuadrático medio sobre N pares alineados; cualquier ambigüedad lanza ValueError.
+    #
+    # Cada entrada debe ser un vector de la misma longitud N > 0, de forma (N,) o (N, 1).
+    # El mensaje de error nombra las dos formas, para que quien llama vea qué ha fallado.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     a, b = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)
 
@@ -50,11 +78,19 @@ def safe_mse(y_true, y_pred) -> float:
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    ### LANG en
     """The shape NumPy's broadcasting gives `shapes`, computed by hand.
 
     Align from the right; at each position every size must be equal or 1, and a 1
     stretches to the other size (even to 0). Otherwise raise ValueError.
     """
+    ### LANG es
+    # """La forma que da el broadcasting de NumPy a `shapes`, calculada a mano.
+    #
+    # Alinea por la derecha; en cada posición todos los tamaños deben ser iguales o 1, y un 1
+    # se estira al otro tamaño (incluso a 0). Si no, lanza ValueError.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     ndim = max((len(s) for s in shapes), default=0)
     result = []
@@ -69,7 +105,14 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    ### LANG en
     """Byte strides of a C-ordered (row-major) array of `shape`: last axis fastest."""
+    ### LANG es
+    # """Strides en bytes de un array de forma `shape` en orden C (por filas).
+    #
+    # El último eje es el que avanza más rápido.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     if 0 in shape:
         return (0,) * len(shape)
@@ -82,7 +125,14 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    ### LANG en
     """Byte strides of a Fortran-ordered (column-major) array: first axis fastest."""
+    ### LANG es
+    # """Strides en bytes de un array en orden Fortran (por columnas).
+    #
+    # El primer eje es el que avanza más rápido.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     if 0 in shape:
         return (0,) * len(shape)
@@ -95,6 +145,7 @@ def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 def describe(arr: np.ndarray) -> dict:
+    ### LANG en
     """The facts NumPy keeps about `arr`, read off it: no element is looked at.
 
     `shape`, `strides`, `dtype` (`arr.dtype.str`) and `itemsize` say how to walk the
@@ -102,6 +153,15 @@ def describe(arr: np.ndarray) -> dict:
     owns the data (the last ndarray along the `.base` chain, or `arr` itself) the
     array's first element sits; the four flags say how the walk relates to that block.
     """
+    ### LANG es
+    # """Los datos que NumPy guarda de `arr`, leídos de él: no se mira ningún elemento.
+    #
+    # `shape`, `strides`, `dtype` (`arr.dtype.str`) e `itemsize` dicen cómo recorrer la
+    # memoria; `offset` es a cuántos bytes del primer byte del bloque de memoria dueño de los
+    # datos (el último ndarray de la cadena `.base`, o el propio `arr`) está el primer elemento
+    # del array; los cuatro flags dicen cómo se relaciona el recorrido con ese bloque.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     owner, node = arr, arr.base
     while node is not None:  # as_strided puts a non-array holder in the chain: walk on
@@ -127,11 +187,19 @@ def describe(arr: np.ndarray) -> dict:
 
 
 def sliding_windows(x: np.ndarray, window: int) -> np.ndarray:
+    ### LANG en
     """Every length-`window` window of 1-D `x` as a read-only, zero-copy strided view.
 
     Shape (len(x) - window + 1, window); row i is x[i:i + window]. Built with
     `np.lib.stride_tricks.as_strided`.
     """
+    ### LANG es
+    # """Las ventanas de longitud `window` de `x` (1-D): una vista de solo lectura, sin copia.
+    #
+    # Forma (len(x) - window + 1, window); la fila i es x[i:i + window]. Es una vista con
+    # strides, construida con `np.lib.stride_tricks.as_strided`.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     if x.ndim != 1:
         raise ValueError(f"sliding_windows needs a 1-D array, got shape {x.shape}")

@@ -1,3 +1,4 @@
+### LANG en
 """Lab 03 -- vectorisation and the cost model.
 
 A Python loop over an array turns every element into a Python object before it can do
@@ -5,6 +6,16 @@ arithmetic with it; one NumPy call does the same maths in compiled code straight
 the array's buffer. Here you write both versions of one sum, time them honestly, put a
 number on the gap, find the slow function of a program with a profiler, and plot it.
 """
+### LANG es
+# """Laboratorio 03 -- la vectorización y el modelo de coste.
+#
+# Un bucle de Python sobre un array convierte cada elemento en un objeto de Python antes de
+# poder hacer aritmética con él; una sola llamada de NumPy hace las mismas cuentas en código
+# compilado, directamente sobre el búfer del array. Aquí escribes las dos versiones de una
+# misma suma, las cronometras de forma fiable, le pones una cifra a la diferencia, encuentras
+# con un perfilador la función lenta de un programa y lo dibujas.
+# """
+### END LANG
 
 from __future__ import annotations
 
@@ -19,18 +30,34 @@ from typing import Any
 
 import matplotlib
 
-matplotlib.use("Agg")  # draw into files only: no window, so it works on a server or in CI
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+### LANG en
+# Draw into files only: no window, so it works on a server or in CI. The backend is chosen
+# before pyplot is imported.
+### LANG es
+# # Dibuja solo en archivos: sin ventana, así funciona en un servidor o en CI. El backend se
+# # elige antes de importar pyplot.
+### END LANG
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
 def sum_squares_loop(arr: np.ndarray) -> float:
+    ### LANG en
     """Sum of the squares of every element of `arr` (any shape), one element at a time.
 
     The slow way, on purpose: each step of the `for` loop boxes one element into a
     Python object and runs a handful of bytecodes on it. That per-element cost is what
     the rest of the lab measures.
     """
+    ### LANG es
+    # """Suma de los cuadrados de todos los elementos de `arr` (cualquier forma), de uno en uno.
+    #
+    # La forma lenta, a propósito: cada paso del bucle `for` empaqueta un elemento en un
+    # objeto de Python y ejecuta sobre él un puñado de bytecodes. Ese coste por elemento es
+    # lo que mide el resto del laboratorio.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     total = 0.0
     for x in np.asarray(arr).ravel():  # ravel: every shape, 0-d included, in one loop
@@ -40,6 +67,7 @@ def sum_squares_loop(arr: np.ndarray) -> float:
 
 
 def sum_squares_vectorized(arr: np.ndarray) -> float:
+    ### LANG en
     """The same sum in NumPy calls, with no Python loop over the elements.
 
     The interpreter is paid once per call instead of once per element. Integers are
@@ -47,6 +75,15 @@ def sum_squares_vectorized(arr: np.ndarray) -> float:
     their dtype: float32 is the dtype a model's data usually has, and widening it
     would double the memory traffic of the one pass over it.
     """
+    ### LANG es
+    # """La misma suma con llamadas de NumPy, sin bucle de Python sobre los elementos.
+    #
+    # El precio del intérprete se paga una vez por llamada, no una vez por elemento. Los
+    # enteros se amplían antes a float64: elevados al cuadrado en su propio dtype, desbordan.
+    # Los floats conservan su dtype: float32 es el dtype que suelen tener los datos de un
+    # modelo, y ampliarlo duplicaría el tráfico de memoria de la única pasada sobre ellos.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     # einsum multiplies and adds in one compiled pass, with no temporary array of
     # squares: a temporary as large as the input costs memory traffic and page faults.
@@ -63,12 +100,22 @@ def best_time(
     repeats: int = 5,
     timer: Callable[[], float] = time.perf_counter,
 ) -> float:
+    ### LANG en
     """The smallest of `repeats` timings of `fn(*args)`, in seconds.
 
     The timer is read just before and just after each call, so nothing else is timed.
     The minimum is the honest summary: noise on a busy machine (other processes, cache
     misses, the garbage collector) can only add time, never take it away.
     """
+    ### LANG es
+    # """El menor de `repeats` tiempos de `fn(*args)`, en segundos.
+    #
+    # El reloj se lee justo antes y justo después de cada llamada, así que no se cronometra
+    # nada más. El mínimo es el resumen fiable: el ruido de una máquina ocupada (otros
+    # procesos, fallos de caché, el recolector de basura) solo puede añadir tiempo, nunca
+    # quitarlo.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -82,12 +129,21 @@ def best_time(
 
 
 def speedup_table(sizes: Sequence[int], repeats: int = 3, seed: int = 0) -> list[dict]:
+    ### LANG en
     """Time both sums with `best_time` on a random float32 array of each size.
 
     The arrays come from `np.random.default_rng(seed)`, so a table can be reproduced.
     One row per size, in order: `{"size", "loop_s", "vectorized_s", "ratio"}` with
     `ratio == loop_s / vectorized_s`, how many times faster the NumPy call is.
     """
+    ### LANG es
+    # """Cronometra las dos sumas con `best_time` sobre un array float32 aleatorio por tamaño.
+    #
+    # Los arrays salen de `np.random.default_rng(seed)`, así que una tabla se puede
+    # reproducir. Una fila por tamaño, en orden: `{"size", "loop_s", "vectorized_s", "ratio"}`
+    # con `ratio == loop_s / vectorized_s`, cuántas veces más rápida es la llamada de NumPy.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     rng = np.random.default_rng(seed)
     table = []
@@ -108,6 +164,7 @@ def speedup_table(sizes: Sequence[int], repeats: int = 3, seed: int = 0) -> list
 
 
 def hotspot(fn: Callable[..., Any], *args: Any) -> str:
+    ### LANG en
     """Name (`co_name`) of the Python function with the largest own time in `fn(*args)`.
 
     Own time (`tottime`) counts only the time spent in a function's own lines, not in
@@ -115,6 +172,15 @@ def hotspot(fn: Callable[..., Any], *args: Any) -> str:
     question is which of the functions it runs is slow. Built-in functions are left
     out too, since they have no Python code to change.
     """
+    ### LANG es
+    # """Nombre (`co_name`) de la función de Python con mayor tiempo propio en `fn(*args)`.
+    #
+    # El tiempo propio (`tottime`) cuenta solo el tiempo pasado en las propias líneas de una
+    # función, no en lo que llama, así que señala el código que hay que reescribir. La propia
+    # `fn` queda fuera: la pregunta es cuál de las funciones que ejecuta es la lenta. Las
+    # funciones integradas también quedan fuera, porque no tienen código de Python que cambiar.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     profiler = cProfile.Profile()
     profiler.runcall(fn, *args)
@@ -133,12 +199,21 @@ def hotspot(fn: Callable[..., Any], *args: Any) -> str:
 
 
 def peak_bytes(fn: Callable[..., Any], *args: Any) -> int:
+    ### LANG en
     """Bytes `fn(*args)` needed at its peak, beyond what was allocated before the call.
 
     `tracemalloc` sees every allocation Python and NumPy make. If it is already tracing
     (someone measuring something larger), its peak is reset and what is traced before
     the call is subtracted, and it is left tracing; otherwise it runs for the call only.
     """
+    ### LANG es
+    # """Bytes que `fn(*args)` necesitó en su pico, además de lo reservado antes de la llamada.
+    #
+    # `tracemalloc` ve cada reserva de memoria que hacen Python y NumPy. Si ya está trazando
+    # (alguien que mide algo mayor), se olvida su pico anterior, se resta lo trazado antes de
+    # la llamada y se deja trazando; si no, traza solo durante la llamada.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     started = not tracemalloc.is_tracing()
     if started:
@@ -156,6 +231,7 @@ def peak_bytes(fn: Callable[..., Any], *args: Any) -> int:
 
 
 def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
+    ### LANG en
     """How many times each line of `fn`'s own code ran during `fn(*args)`.
 
     A trace function sees every new frame; it traces line by line only the frames of
@@ -163,6 +239,15 @@ def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
     function in force before (a debugger, a coverage tool) is put back afterwards, also
     when `fn` raises.
     """
+    ### LANG es
+    # """Cuántas veces se ejecutó cada línea del propio código de `fn` durante `fn(*args)`.
+    #
+    # Una función de traza ve cada marco nuevo; solo traza línea a línea los marcos del
+    # objeto de código de `fn`, así que no se cuentan las líneas de las funciones a las que
+    # llama `fn`. La función de traza que estaba activa antes (un depurador, una herramienta
+    # de cobertura) se restablece después, también cuando `fn` lanza una excepción.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     code, hits = fn.__code__, {}
 
@@ -185,12 +270,21 @@ def line_hits(fn: Callable[..., Any], *args: Any) -> dict[int, int]:
 
 
 def plot_speedup(table: list[dict], path: str | Path) -> Path:
+    ### LANG en
     """Plot loop and vectorised time against size, log-log, into the PNG at `path`.
 
     Both costs grow in proportion to the size, so on log-log axes they are nearly
     straight lines, and the vertical gap between them is the speed-up, readable across
     many orders of magnitude of size.
     """
+    ### LANG es
+    # """Dibuja el tiempo del bucle y el vectorizado frente al tamaño, log-log, en el PNG `path`.
+    #
+    # Los dos costes crecen en proporción al tamaño, así que en ejes log-log son líneas casi
+    # rectas, y la distancia vertical entre ellas es la aceleración, legible a lo largo de
+    # muchos órdenes de magnitud del tamaño.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     path = Path(path)
     sizes = [row["size"] for row in table]

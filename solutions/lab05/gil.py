@@ -1,3 +1,4 @@
+### LANG en
 """Lab 05 -- the GIL, measured.
 
 CPython threads take turns holding one lock, the global interpreter lock: pure-Python
@@ -8,6 +9,19 @@ the lock does not make `counter += 1` atomic: a thread can lose the lock between
 reading a value and writing it back. Here you measure each of those claims on your own
 machine, write the race on purpose, fix it, and pass work between threads on a queue.
 """
+### LANG es
+# """Laboratorio 05 -- el GIL, medido.
+#
+# Los hilos de CPython se turnan para tener un único cerrojo, el cerrojo global del
+# intérprete: el trabajo en Python puro no va más rápido con más hilos, mientras que el
+# código que espera o que trabaja fuera del intérprete (las pausas, los bucles de NumPy, los
+# hashes, la compresión) suelta el cerrojo y deja avanzar a otros hilos. Cada proceso tiene
+# su propio intérprete y su propio cerrojo. Y el cerrojo no hace atómico `counter += 1`: un
+# hilo puede perder el cerrojo entre leer un valor y volver a escribirlo. Aquí mides cada
+# una de esas afirmaciones en tu propia máquina, escribes la condición de carrera a
+# propósito, la corriges y pasas trabajo entre hilos por una cola.
+# """
+### END LANG
 
 from __future__ import annotations
 
@@ -19,12 +33,21 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+### LANG en
 # How long the helper thread of `releases_gil` naps on every turn (seconds).
+### LANG es
+# # Cuánto duerme el hilo auxiliar de `releases_gil` en cada vuelta (segundos).
+### END LANG
 NAP_S = 0.0005
 
 
 def square_sum(n: int) -> int:
+    ### LANG en
     """0² + 1² + ... + (n-1)², by a Python loop: pure-Python work that holds the GIL."""
+    ### LANG es
+    # """0² + 1² + ... + (n-1)², con un bucle de Python: trabajo en Python puro, que
+    # retiene el GIL."""
+    ### END LANG
     ### BEGIN SOLUTION
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -41,7 +64,11 @@ def _check_workers(workers: int) -> None:
 
 
 def run_in_threads(fn: Callable[[Any], Any], items: list, workers: int) -> list:
+    ### LANG en
     """`[fn(x) for x in items]`, computed by `workers` threads of this process."""
+    ### LANG es
+    # """`[fn(x) for x in items]`, calculado por `workers` hilos de este proceso."""
+    ### END LANG
     ### BEGIN SOLUTION
     _check_workers(workers)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -50,8 +77,13 @@ def run_in_threads(fn: Callable[[Any], Any], items: list, workers: int) -> list:
 
 
 def run_in_processes(fn: Callable[[Any], Any], items: list, workers: int) -> list:
+    ### LANG en
     """`[fn(x) for x in items]`, computed by `workers` child processes; none of them
     outlives the call."""
+    ### LANG es
+    # """`[fn(x) for x in items]`, calculado por `workers` procesos hijos; ninguno de
+    # ellos sigue en marcha cuando termina la llamada."""
+    ### END LANG
     ### BEGIN SOLUTION
     _check_workers(workers)
     with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -63,8 +95,13 @@ def run_in_processes(fn: Callable[[Any], Any], items: list, workers: int) -> lis
 
 
 def cpu_per_wall(fn: Callable[..., Any], *args: Any) -> float:
+    ### LANG en
     """This process's CPU time over the wall time of one call `fn(*args)`: how many
     cores it kept busy on average."""
+    ### LANG es
+    # """El tiempo de CPU de este proceso dividido entre el tiempo real de una llamada
+    # `fn(*args)`: cuántos núcleos mantuvo ocupados, de media."""
+    ### END LANG
     ### BEGIN SOLUTION
     cpu, wall = time.process_time(), time.perf_counter()
     fn(*args)
@@ -79,7 +116,11 @@ def _check_counts(n_threads: int, n_increments: int) -> None:
 
 
 def racy_count(n_threads: int, n_increments: int) -> int:
+    ### LANG en
     """The race on purpose: read, hand the GIL over, write back; no lock."""
+    ### LANG es
+    # """La carrera a propósito: leer, ceder el GIL y volver a escribir; sin cerrojo."""
+    ### END LANG
     ### BEGIN SOLUTION
     _check_counts(n_threads, n_increments)
     counter = [0]
@@ -100,7 +141,12 @@ def racy_count(n_threads: int, n_increments: int) -> int:
 
 
 def safe_count(n_threads: int, n_increments: int) -> int:
+    ### LANG en
     """The fix: the same read, `sleep(0)` and write under one lock; the count is exact."""
+    ### LANG es
+    # """La corrección: la misma lectura, `sleep(0)` y escritura, bajo un único cerrojo;
+    # la cuenta es exacta."""
+    ### END LANG
     ### BEGIN SOLUTION
     _check_counts(n_threads, n_increments)
     counter = [0]
@@ -123,8 +169,14 @@ def safe_count(n_threads: int, n_increments: int) -> int:
 
 
 def releases_gil(fn: Callable[..., Any], *args: Any) -> bool:
+    ### LANG en
     """Whether `fn(*args)` lets other Python threads run while it runs: a napping
     helper's turns during the call against its turns during a sleep as long."""
+    ### LANG es
+    # """Si `fn(*args)` deja que otros hilos de Python avancen mientras se ejecuta: las
+    # vueltas que da durante la llamada un auxiliar que duerme a ratos, frente a las que
+    # da durante una pausa igual de larga."""
+    ### END LANG
     ### BEGIN SOLUTION
     def turns_during(call: Callable[[], Any]) -> tuple[int, float]:
         """How many naps a helper thread took while `call()` ran, and how long it ran."""
@@ -153,8 +205,14 @@ def releases_gil(fn: Callable[..., Any], *args: Any) -> bool:
 
 
 def producer_consumer(n_producers: int, items_each: int) -> int:
+    ### LANG en
     """Producers put 1..items_each and a sentinel on one queue; one consumer sums until
     it has seen every sentinel. Every thread is joined; returns the sum."""
+    ### LANG es
+    # """Los productores ponen 1..items_each y un centinela en una única cola; un
+    # consumidor suma hasta haber visto todos los centinelas. Se espera a cada hilo con
+    # `join`; devuelve la suma."""
+    ### END LANG
     ### BEGIN SOLUTION
     _check_counts(n_producers, items_each)
     channel: queue.Queue = queue.Queue()

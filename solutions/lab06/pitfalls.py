@@ -1,3 +1,4 @@
+### LANG en
 """Lab 06 -- identity, equality and the other pitfalls.
 
 `is` asks whether two names label the same object; `==` asks whether two values are
@@ -8,6 +9,19 @@ arrays without tripping over any of that, then meet three more pitfalls, each as
 on purpose followed by its fix: deleting from a dict while iterating it, `np.array` of
 objects that hold arrays, and the memory a `deepcopy` costs.
 """
+### LANG es
+# """Laboratorio 06 -- identidad, igualdad y otras trampas.
+#
+# `is` pregunta si dos nombres son etiquetas del mismo objeto; `==` pregunta si dos valores
+# son iguales y, entre arrays, responde con un array, un bool por elemento; `hash` decide
+# la pertenencia a dicts y sets, así que un array mutable, que no tiene un hash estable, no
+# puede ser clave. Aquí predices qué da una serie de expresiones de ese tipo, comparas
+# arrays y descartas duplicados sin tropezar con nada de eso, y después te encuentras con
+# tres trampas más, cada una como un error a propósito seguido de su corrección: borrar de
+# un dict mientras se recorre, `np.array` de objetos que contienen arrays y la memoria que
+# cuesta un `deepcopy`.
+# """
+### END LANG
 
 from __future__ import annotations
 
@@ -16,9 +30,15 @@ import tracemalloc
 
 import numpy as np
 
+### LANG en
 # Your prediction for each expression, with a = np.arange(4.0): "True", "False", "array"
 # (an ndarray comes back), "TypeError" or "ValueError" (evaluating it raises that).
 # Replace every "?".
+### LANG es
+# # Tu predicción para cada expresión, con a = np.arange(4.0): "True", "False", "array"
+# # (devuelve un ndarray), "TypeError" o "ValueError" (al evaluarla se lanza esa
+# # excepción). Sustituye cada "?".
+### END LANG
 ### BEGIN SOLUTION
 EQUALITY_QUIZ: dict[str, str] = {
     "a is a": "True",
@@ -58,12 +78,21 @@ EQUALITY_QUIZ: dict[str, str] = {
 
 
 def arrays_equal(a: np.ndarray, b: np.ndarray, equal_nan: bool = False) -> bool:
+    ### LANG en
     """Whether `a` and `b` have the same shape and equal elements, as a Python bool.
 
     `a == b` broadcasts before it compares, so a (1,) array "equals" a (3,) array of
     the same value; the shapes must be compared first. NaN is unequal to everything,
     itself included, unless `equal_nan` says otherwise.
     """
+    ### LANG es
+    # """Si `a` y `b` tienen la misma forma y elementos iguales, como bool de Python.
+    #
+    # `a == b` aplica broadcasting antes de comparar, así que un array (1,) "es igual" a
+    # un array (3,) con el mismo valor: hay que comparar antes las formas. NaN no es
+    # igual a nada, ni siquiera a sí mismo, salvo que `equal_nan` diga lo contrario.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
@@ -76,6 +105,7 @@ def arrays_equal(a: np.ndarray, b: np.ndarray, equal_nan: bool = False) -> bool:
 
 
 def dedupe_arrays(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    ### LANG en
     """The first occurrence of each distinct array, in order, as the objects given.
 
     An array cannot be a set member or a dict key (it is mutable, hence unhashable), so
@@ -83,6 +113,15 @@ def dedupe_arrays(arrays: list[np.ndarray]) -> list[np.ndarray]:
     three matter: `int32` zeros and `float32` zeros share their bytes, a (4,) and a
     (2, 2) array may too.
     """
+    ### LANG es
+    # """La primera aparición de cada array distinto, en orden, como los objetos recibidos.
+    #
+    # Un array no puede ser elemento de un set ni clave de un dict (es mutable y, por
+    # tanto, no hashable), así que cada uno se describe con una clave hashable: su dtype,
+    # su forma y sus bytes. Importan las tres cosas: los ceros `int32` y los ceros
+    # `float32` comparten sus bytes, y un array (4,) y otro (2, 2) también pueden hacerlo.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     seen: set[tuple[str, tuple[int, ...], bytes]] = set()
     kept = []
@@ -96,9 +135,15 @@ def dedupe_arrays(arrays: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def buggy_prune(d: dict, threshold: float) -> None:
+    ### LANG en
     """The bug, on purpose: deletes every key whose value is below `threshold` while
     iterating over `d` itself. The dict notices that its size changed under the loop
     and raises `RuntimeError` right after the first deletion."""
+    ### LANG es
+    # """El error, a propósito: borra cada clave cuyo valor esté por debajo de `threshold`
+    # mientras recorre el propio `d`. El dict nota que su tamaño ha cambiado durante el
+    # bucle y lanza `RuntimeError` justo después del primer borrado."""
+    ### END LANG
     ### BEGIN SOLUTION
     for key in d:
         if d[key] < threshold:
@@ -107,9 +152,15 @@ def buggy_prune(d: dict, threshold: float) -> None:
 
 
 def prune(d: dict, threshold: float) -> None:
+    ### LANG en
     """The fix: the same deletions on the same dict object, looping over a snapshot
-    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys at or
-    above `threshold` stay."""
+    of its keys (`list(d)`), so the loop never walks the dict it changes. Keys whose
+    value is at or above `threshold` stay."""
+    ### LANG es
+    # """La corrección: los mismos borrados en el mismo objeto dict, recorriendo una
+    # instantánea de sus claves (`list(d)`), así que el bucle nunca recorre el dict que
+    # cambia. Las claves cuyo valor sea igual o mayor que `threshold` se quedan."""
+    ### END LANG
     ### BEGIN SOLUTION
     for key in list(d):
         if d[key] < threshold:
@@ -118,21 +169,38 @@ def prune(d: dict, threshold: float) -> None:
 
 
 def buggy_stack(tensors: list) -> np.ndarray:
+    ### LANG en
     """The bug, on purpose: `np.array` of objects that hold arrays (in `.data`) but are
     not arrays themselves. NumPy cannot see inside them, so it makes a one-dimensional
     array of `object` holding the objects: no numbers at all."""
+    ### LANG es
+    # """El error, a propósito: `np.array` de objetos que guardan arrays (en `.data`) pero
+    # que no son arrays. NumPy no puede ver dentro de ellos, así que crea un array
+    # unidimensional de `object` que contiene los objetos: ni un solo número."""
+    ### END LANG
     ### BEGIN SOLUTION
     return np.array(tensors)
     ### END SOLUTION
 
 
 def stack_data(tensors: list) -> np.ndarray:
+    ### LANG en
     """The fix: one numeric array of shape `(len(tensors), *shape)` from each `.data`,
     built with `np.stack`, which copies, so it shares no memory with the tensors.
 
     An empty list or data of different shapes raises `ValueError` naming the shapes,
     which is what the caller needs to find the odd tensor out.
     """
+    ### LANG es
+    # """La corrección: un único array numérico de forma `(len(tensors), *shape)` a
+    # partir de cada `.data`, construido con `np.stack`, que copia, así que no comparte
+    # memoria con los tensores.
+    #
+    # Una lista vacía, o datos de formas distintas, lanza `ValueError` con las formas en
+    # el mensaje, que es lo que necesita quien llama para encontrar el tensor que no
+    # encaja.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     shapes = [np.shape(t.data) for t in tensors]
     if not shapes or len(set(shapes)) != 1:
@@ -142,12 +210,22 @@ def stack_data(tensors: list) -> np.ndarray:
 
 
 def deepcopy_bytes(obj: object) -> int:
+    ### LANG en
     """The bytes `copy.deepcopy(obj)` allocates: the peak that `tracemalloc` traces
     during the call, minus what it traced just before.
 
     The peak is reset first and tracing stopped after (when this call started it), so
     each call measures its own copy only, whatever ran before it.
     """
+    ### LANG es
+    # """Los bytes que reserva `copy.deepcopy(obj)`: el pico que registra `tracemalloc`
+    # durante la llamada, menos lo que tenía registrado justo antes.
+    #
+    # Primero se reinicia el pico y, al final, se detiene el rastreo (si lo arrancó esta
+    # llamada), así que cada llamada mide solo su propia copia, se haya ejecutado lo que
+    # se haya ejecutado antes.
+    # """
+    ### END LANG
     ### BEGIN SOLUTION
     started = not tracemalloc.is_tracing()
     if started:

@@ -23,6 +23,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from labkit import textsafe
 from labkit.classroom import layouts, submissions
 from labkit.classroom.exports import ExportError, open_gradebook, pick_lab
@@ -91,18 +93,49 @@ def documents(lab: LabSpec, root: Path, layout: str = "auto",
     return texts, skipped
 
 
+# An odd multiplier: invertible modulo 2**64, so no two windows' sums are confused by it.
+_BASE = np.uint64(0x100000001B3)
+
+
+def stable_kgrams(string: str, k: int) -> np.ndarray:
+    """The hash of every `k`-character window of `string`, the same in every process.
+
+    copydetect hashes windows with `hash()`, which Python salts anew in each process
+    (PYTHONHASHSEED): winnowing would then keep other fingerprints on every run, and the
+    same download would score, and flag, differently each time. This is the window's
+    polynomial `sum(c[i + j] * B**(k - 1 - j))` modulo 2**64 instead, for all windows at
+    once: window `i` sums `c[t] * B**(L - t)` over its characters (prefix sums), times
+    `B**i`, which is the polynomial times `B**(L - k + 1)`; B being odd, that factor is
+    undone by its inverse, so equal windows hash alike in every document.
+    """
+    codes = np.frombuffer(string.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    count = len(codes) - k + 1
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    powers = np.cumprod(np.full(len(codes), _BASE, dtype=np.uint64))  # B**1 .. B**L
+    sums = np.concatenate(([np.uint64(0)], np.cumsum(codes * powers[::-1], dtype=np.uint64)))
+    shifts = np.concatenate(([np.uint64(1)], powers[: count - 1]))  # B**0 .. B**(count-1)
+    undo = np.uint64(pow(int(_BASE), -count, 2**64))  # count = L - k + 1
+    return ((sums[k:] - sums[:count]) * shifts * undo).view(np.int64)
+
+
 def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRESHOLD,
             deadline_s: float = DEADLINE_S,
             skipped: list[tuple[str, str]] | None = None) -> SimilarityReport:
     """Every pair of `texts` compared, the lab's stub discounted, most similar first."""
+    import copydetect.utils
     from copydetect import CodeFingerprint, compare_files
+
+    copydetect.utils.hashed_kgrams = stable_kgrams  # see `stable_kgrams`
 
     if not 0 < threshold <= 1:
         raise SimilarityError("--threshold must be in (0, 1]")
     started = time.monotonic()
     window = GUARANTEE - NOISE + 1
-    stub = "\n".join((lab.exercise_dir / rel).read_text() for rel in lab.files
-                     if rel.endswith(".py") and (lab.exercise_dir / rel).is_file())
+    # every language's stub: a student who started from the Spanish one is no closer
+    # to another who did than to one who started from the English one
+    stub = "\n".join(path.read_text(encoding="utf-8") for rel in lab.files if rel.endswith(".py")
+                     for path in lab.stubs(rel) if path.is_file())
     boilerplate = _hashes(CodeFingerprint("stub.py", NOISE, window, fp=io.StringIO(stub)))
     skipped = list(skipped or ())
     prints = {}

@@ -203,7 +203,7 @@ def reset(lab_id: str, file: str, directory: Path | None, lang: str) -> None:
         here = (Path.cwd() / file).absolute()
         with contextlib.suppress(ValueError):
             rel = here.relative_to(found.path.absolute()).as_posix()
-    backup = workspace.reset_file(found.lab, found.path, rel)
+    backup = workspace.reset_file(found.lab, found.path, rel, lang)
     if backup is not None:
         click.echo(i18n.t("reset_backup", lang, backup=backup))
     click.echo(i18n.t("reset_done", lang, file=rel, lab=found.lab.id))

@@ -66,6 +66,14 @@ class LabSpec:
     def title_in(self, lang: str) -> str:
         return self.title.get(lang) or self.title["en"]
 
+    def stub(self, rel: str, lang: str) -> Path:
+        """The stub of lab file `rel` a student reading `lang` starts from."""
+        return stub_path(self.exercise_dir, rel, lang)
+
+    def stubs(self, rel: str) -> tuple[Path, ...]:
+        """The stub of `rel` in every language: all are the same stub (same code)."""
+        return tuple(stub_path(self.exercise_dir, rel, lang) for lang in i18n.LANGUAGES)
+
     def readme(self, lang: str) -> Path:
         """The README in `lang`, falling back to English."""
         localized = self.exercise_dir / f"README.{lang}.md"
@@ -95,6 +103,12 @@ class LabSpec:
             exercise_dir=Path(data["exercise_dir"]), grader_dir=Path(data["grader_dir"]),
             share_worker=bool(data["share_worker"]), timed=bool(data.get("timed", False)),
         )
+
+
+def stub_path(exercise_dir: Path, rel: str, lang: str) -> Path:
+    """Where the `lang` stub of lab file `rel` lives: English at `exercise_dir/rel`, each
+    other language in a folder of its own (`exercise_dir/es/rel`)."""
+    return exercise_dir / rel if lang == i18n.LANGUAGES[0] else exercise_dir / lang / rel
 
 
 def data_root() -> Path:

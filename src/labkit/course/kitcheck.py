@@ -2,10 +2,11 @@
 
 `check_kit` is the kit's self-check, run by CI through the tests: the catalogue and every
 `checks.toml` load as grading loads them (known keys, right types, both languages, lab
-ids unique); every lab has its solution files, stubs, both READMEs and
+ids unique); every lab has its solution files, stubs (one per language), both READMEs and
 its graders, and nothing else under `exercises/<lab>/` or `solutions/<lab>/`; the
-stubs are what `build` makes from the solutions; every solution earns full marks and
-every stub zero, with every check failing.
+stubs are what `build` makes from the solutions, every word of a solution a student reads
+is in every language, and the stubs of one file differ in words only; every solution
+earns full marks and every stub, in every language, zero, with every check failing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from labkit.course import authoring
 from labkit.course.catalogue import LabSpec, lab_checks, load_catalogue
 from labkit.course.material import CourseError
+from labkit.i18n import LANGUAGES
 from labkit.results import LabResult, Status
 
 READMES = ("README.md", "README.es.md")
@@ -91,15 +93,15 @@ def check_layout(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
                 problems.append(Problem(f"{top}/{path.name}", "folder of a lab not in labs.toml"))
     for lab in labs:
         solutions, exercises = repo / "solutions" / lab.id, repo / "exercises" / lab.id
-        for rel in lab.files:
-            for folder in (solutions, exercises):
-                if not (folder / rel).is_file():
-                    problems.append(Problem(lab.id, f"missing {folder.relative_to(repo)}/{rel}"))
+        stubs = {lab.stub(rel, lang).relative_to(exercises).as_posix()
+                 for rel in lab.files for lang in LANGUAGES}
+        for path in [*(solutions / rel for rel in lab.files), *(exercises / s for s in stubs)]:
+            if not path.is_file():
+                problems.append(Problem(lab.id, f"missing {path.relative_to(repo)}"))
         for name in READMES:
             if not (exercises / name).is_file():
                 problems.append(Problem(lab.id, f"missing exercises/{lab.id}/{name}"))
-        for folder, allowed in ((solutions, set(lab.files)),
-                                (exercises, set(lab.files) | set(READMES))):
+        for folder, allowed in ((solutions, set(lab.files)), (exercises, stubs | set(READMES))):
             for rel in sorted(_files_under(folder) - allowed) if folder.is_dir() else ():
                 problems.append(Problem(lab.id, f"stray file {folder.relative_to(repo)}/{rel}"))
         if not (lab.grader_dir / "checks.toml").is_file():
@@ -110,12 +112,35 @@ def check_layout(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
             problems.append(Problem(lab.id, f"no grader/{lab.id}/test_*.py"))
     try:
         stale = authoring.out_of_date(repo)
-    except authoring.MarkerError as exc:
+    except (authoring.MarkerError, SyntaxError) as exc:
         problems.append(Problem("solutions", f"bad solution markers: {exc}"))
     else:
         for path in stale:
             problems.append(Problem(path.relative_to(repo).as_posix(),
                                     "differs from what `labkit dev build` makes"))
+        problems += check_languages(repo, labs)
+    return problems
+
+
+def check_languages(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
+    """Every word a student reads in a solution is in every language (in a language block),
+    and its stubs differ from one another in words only."""
+    problems = []
+    for lab in labs:
+        for rel in lab.files:
+            source = repo / "solutions" / lab.id / rel
+            if not source.is_file() or not rel.endswith(".py"):
+                continue
+            where = source.relative_to(repo).as_posix()
+            text = source.read_text(encoding="utf-8")
+            lines = authoring.untranslated(text)
+            if lines:
+                shown = ", ".join(map(str, lines[:8])) + (", ..." if len(lines) > 8 else "")
+                problems.append(Problem(where, f"words in English only (lines {shown}): "
+                                        "put them in a language block"))
+            stubs = [authoring.stub_text(text, lang) for lang in LANGUAGES]
+            if not all(authoring.same_code(stubs[0], other) for other in stubs[1:]):
+                problems.append(Problem(where, "its stubs differ in more than words"))
     return problems
 
 
@@ -149,14 +174,17 @@ def judge_stub(lab: LabSpec, result: LabResult) -> list[Problem]:
 
 def check_grades(repo: Path, lab: LabSpec, grade: Grader) -> list[Problem]:
     """Grade the lab's solution and stub with `grade`; what is wrong with either result."""
-    found = {}
-    for which in ("solutions", "exercises"):
-        try:
-            found[which] = {rel: (repo / which / lab.id / rel).read_bytes() for rel in lab.files}
-        except OSError:
-            return []  # already reported by check_layout
-    return [*judge_solution(lab, grade(lab, found["solutions"])),
-            *judge_stub(lab, grade(lab, found["exercises"]))]
+    try:
+        solution = {rel: (repo / "solutions" / lab.id / rel).read_bytes() for rel in lab.files}
+        stubs = {lang: {rel: lab.stub(rel, lang).read_bytes() for rel in lab.files}
+                 for lang in LANGUAGES}
+    except OSError:
+        return []  # already reported by check_layout
+    problems = judge_solution(lab, grade(lab, solution))
+    for lang, files in stubs.items():
+        problems += [Problem(p.where, f"{p.what} ({lang})")
+                     for p in judge_stub(lab, grade(lab, files))]
+    return problems
 
 
 def check_kit(repo: Path, only: Iterable[str] = (), grade: bool = True,

@@ -2,9 +2,9 @@
 
 The skeleton is a complete lab that `labkit dev check` accepts from the start (its
 solution earns full marks, its stub zero), so an author grows a working lab instead of
-assembling the pieces by hand: a catalogue entry, one function between solution markers,
-its stub (built as `labkit dev build` builds it), both READMEs, one check with its
-grader, and a first mutant to copy from.
+assembling the pieces by hand: a catalogue entry, one function between solution markers
+(its words in both languages), its stubs (built as `labkit dev build` builds them), both
+READMEs, one check with its grader, and a first mutant to copy from.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from labkit.course import authoring
-from labkit.course.catalogue import LAB_ID, load_catalogue, parse_catalogue
+from labkit.course.catalogue import LAB_ID, load_catalogue, parse_catalogue, stub_path
 from labkit.course.material import CourseError
 from labkit.errors import EnglishError
+from labkit.i18n import LANGUAGES
 
 
 class ScaffoldError(EnglishError, ValueError):
@@ -32,14 +33,25 @@ files = ["{lab}.py"]
 modules = ["{lab}"]
 '''
 
-SOLUTION = '''"""{lab}: the silent bug this lab is about, and its fix (to be written).
+SOLUTION = '''### LANG en
+"""{lab}: the silent bug this lab is about, and its fix (to be written).
 
 The contract (names, signatures, behaviour) is in this lab's README.
 """
+### LANG es
+# """{lab}: el error silencioso de este lab y su arreglo (por escribir).
+#
+# El contrato (nombres, firmas, comportamiento) está en el README del lab.
+# """
+### END LANG
 
 
 def double(x: float) -> float:
+    ### LANG en
     """Twice `x`."""
+    ### LANG es
+    # """El doble de `x`."""
+    ### END LANG
     ### BEGIN SOLUTION
     return 2 * x
     ### END SOLUTION
@@ -153,7 +165,8 @@ def new_lab(repo: Path, lab_id: str) -> list[Path]:
     solution = SOLUTION.format(lab=lab_id)
     files = {
         f"solutions/{lab_id}/{lab_id}.py": solution,
-        f"exercises/{lab_id}/{lab_id}.py": authoring.clear_solutions(solution),
+        **{stub_path(Path("exercises", lab_id), f"{lab_id}.py", lang).as_posix():
+           authoring.stub_text(solution, lang) for lang in LANGUAGES},
         f"exercises/{lab_id}/README.md": README_EN.format(lab=lab_id),
         f"exercises/{lab_id}/README.es.md": README_ES.format(lab=lab_id),
         f"grader/{lab_id}/checks.toml": CHECKS.format(lab=lab_id),

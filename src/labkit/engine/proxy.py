@@ -204,19 +204,27 @@ class Session:
             self.arena.clear()
 
     def request(self, op: str, where: str, module: str | None = None, **fields: Any) -> Any:
+        key = module or self.sandbox.config.modules[0]
+        self._usable(key)
+        fields, callbacks = _take_callbacks(fields, self.callbacks_given)
+        self.callbacks_given += len(callbacks)  # numbers are never reused: a stale one fails
+        header, blobs = _encode(op, key, fields)
+        return self._request(op, where, key, fields, header, blobs, callbacks)
+
+    def _usable(self, key: str) -> None:
         if self.failure is not None:
             raise self.failure.with_traceback(None)  # re-raised: keep its traceback short
-        key = module or self.sandbox.config.modules[0]
         if key in self.broken:
             raise self.broken[key].with_traceback(None)
+
+    def _request(self, op: str, where: str, key: str, fields: dict[str, Any],
+                 header: dict[str, Any], blobs: list[bytes],
+                 callbacks: dict[int, Callback]) -> Any:
         if op in ("call", "observe", "probe"):  # the grader's values: a failing check's input
             args = list(fields.get("args") or [])  # a probe calling `where` names it first
             if op == "probe" and args and isinstance(args[0], str) and args[0] == where:
                 args = args[1:]
             self.last_input = (where, args, dict(fields.get("kwargs") or {}))
-        fields, callbacks = _take_callbacks(fields, self.callbacks_given)
-        self.callbacks_given += len(callbacks)  # numbers are never reused: a stale one fails
-        header, blobs = _encode(op, key, fields)
         if self.ahead is not None:
             if callbacks or not self.ahead or self.ahead[0] != (where, header, blobs):
                 raise Diverged(where)
@@ -233,11 +241,13 @@ class Session:
         known by its encoded bytes (a repr would abbreviate a large array)."""
         if _take_callbacks(fields, 0)[1]:
             raise ValueError("a request with callbacks is answered each time, never once")
-        header, blobs = _encode(op, module or self.sandbox.config.modules[0], fields)
-        key = where.encode() + b"\0" + protocol.pack(header, blobs)
-        if key not in self.once:
-            self.once[key] = self.request(op, where, module, **fields)
-        return self.once[key]
+        key = module or self.sandbox.config.modules[0]
+        self._usable(key)
+        header, blobs = _encode(op, key, fields)  # once: the memo's key and the request
+        memo = where.encode() + b"\0" + protocol.pack(header, blobs)
+        if memo not in self.once:
+            self.once[memo] = self._request(op, where, key, fields, header, blobs, {})
+        return self.once[memo]
 
     def measure(self, name: str, module: str | None, args: list, kwargs: dict,
                 probe: str | None = None) -> Measurement:

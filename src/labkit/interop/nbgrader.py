@@ -5,13 +5,13 @@ The exported course (`export_course`) is what `nbgrader generate_assignment` exp
 `nbgrader_config.py` and `source/LAB/LAB.ipynb` per lab. A lab's notebook holds
 
 - its README as read-only markdown cells, and a short note on how the notebook is graded;
-- the reference solution as code cells, split at top-level definitions. A cell holding a
-  `### BEGIN SOLUTION` region is an nbgrader solution cell (its region becomes
-  nbgrader's `raise NotImplementedError()` in the released notebook); the other cells
-  are plain, editable cells. A module-level region with a `### BEGIN STUB` block keeps
-  the stub's lines in front of the region, so the released notebook starts from the
-  stub's values. In a lab of several files each file's first cell starts with
-  `# file: PATH` (see `labkit.student.notebookfiles`);
+- the reference solution, in the notebook's language (`authoring.in_language`), as code
+  cells split at top-level definitions. A cell holding a `### BEGIN SOLUTION` region is
+  an nbgrader solution cell (its region becomes nbgrader's `raise NotImplementedError()`
+  in the released notebook); the other cells are plain, editable cells. A module-level
+  region with a `### BEGIN STUB` block keeps the stub's lines in front of the region, so
+  the released notebook starts from the stub's values. In a lab of several files each
+  file's first cell starts with `# file: PATH` (see `labkit.student.notebookfiles`);
 - one autograded test cell per check (locked, `points` from `checks.toml`), placed after
   the cell defining the function the check is named after. It calls
   `labkit.notebook.check(LAB, CHECK)`: the saved notebook is graded once by `labkit grade`
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit import i18n
-from labkit.course.authoring import BEGIN, BEGIN_STUB, END, END_STUB, _uncomment
+from labkit.course.authoring import BEGIN, BEGIN_STUB, END, END_STUB, _uncomment, in_language
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.fsutil import write_atomic
@@ -224,7 +224,8 @@ def build_notebook(lab: LabSpec, solutions: Path, lang: str = "en",
         source = solutions / lab.id / rel
         if not source.is_file():
             raise CourseExportError(f"{lab.id}: no solution file {source}")
-        chunks = split_module(source.read_text(encoding="utf-8")) or [Chunk("", "")]
+        text = in_language(source.read_text(encoding="utf-8"), lang)
+        chunks = split_module(text) or [Chunk("", "")]
         stem = Path(rel).stem
         for n, chunk in enumerate(chunks):
             text = notebook_source(chunk)

@@ -177,16 +177,21 @@ def serve_callbacks(make: Callable[[int], Any] | None) -> None:
     _CALLBACKS = make
 
 
+_PLAIN = (bool, int, float, str)  # exactly these types: a subclass is converted below
+
+
 def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     """Turn `value` into a JSON-able tree, appending binary parts to `blobs`."""
     if depth > MAX_DEPTH:
         return {"t": "opaque", "type": "<too deeply nested>"}
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if value is None or kind in _PLAIN:
         return value
-    # Containers first: argument lists, shapes and keyword arguments are the usual case.
+    # Containers first: argument lists, shapes and keyword arguments are the usual case,
+    # and their items mostly plain (taken as they are, without a call each).
     if isinstance(value, list | tuple):
-        items = [encode_value(item, blobs, depth + 1) for item in list(value)]
+        items = [item if item is None or type(item) in _PLAIN else
+                 encode_value(item, blobs, depth + 1) for item in list(value)]
         return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
     if isinstance(value, dict):
         pairs = [

@@ -503,6 +503,7 @@ class Zygote:
             theirs.close()
         self._control = ours
         self._ready = False
+        self._unread = 0
         if self.choice.mode == "process":
             _become_subreaper()
             _LIVE_ZYGOTES.add(self._process.pid)
@@ -585,7 +586,7 @@ class Zygote:
             self.close()
             return False
 
-    def post(self, message: dict[str, Any]) -> None:
+    def post(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         """Send a request without waiting for its reply (read before the next `ask`).
 
         A zygote that is gone has nothing left to act on: its workers died with it.
@@ -593,14 +594,24 @@ class Zygote:
         if self._control is None or not self.alive:
             return
         try:
-            self._control.send(protocol.pack(message, []))
+            if fds:
+                socket.send_fds(self._control, [protocol.pack(message, [])], fds)
+            else:
+                self._control.send(protocol.pack(message, []))
         except OSError:
             self.close()
             return
         self._unread += 1
 
+    def preload(self, bundle: int) -> None:
+        """Have the zygote load the probes of a job bundle (see `make_bundle`) now, while
+        we import pytest, rather than at the first spawn, which would wait for it."""
+        self.post({"op": "load"}, [bundle])
+
     def _settle(self) -> None:
         """Read the replies to posted requests; a zygote that failed one is replaced."""
+        if self._unread and self._control is not None and not self._ready:
+            self._await_ready()  # its first words: posted before it was up
         while self._unread and self._control is not None:
             self._unread -= 1
             try:
@@ -970,6 +981,8 @@ class Sandbox:
     def __enter__(self) -> Sandbox:
         if self._own:
             self.zygote.start()
+        if self.config.probes is not None:
+            self.zygote.preload(self._job_files())
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -41,7 +41,7 @@ class Fetched:
 
 
 def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
-    """Put the lab's stubs and its README (in `lang`) into `dest`.
+    """Put the lab's stubs and its README, both in `lang`, into `dest`.
 
     The new workspace is assembled beside `dest` and renamed into place, so a failed
     fetch leaves nothing half-made behind.
@@ -54,7 +54,7 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
         for rel in lab.files:
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(lab.exercise_dir / rel, target)
+            shutil.copyfile(lab.stub(rel, lang), target)
         shutil.copyfile(lab.readme(lang), staging / "README.md")
         write_state(staging, {"lab": lab.id, "last": None})
         backup = None
@@ -71,25 +71,26 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
     return Fetched(dest, backup)
 
 
-def reset_file(lab: LabSpec, path: Path, rel: str) -> Path | None:
-    """Put the stub of one lab file back into the workspace at `path`; the student's
-    version, if it differs from the stub, is first moved to a timestamped backup beside
-    it (the rule of `fetch --force`). Returns that backup, if one was made."""
+def reset_file(lab: LabSpec, path: Path, rel: str, lang: str = "en") -> Path | None:
+    """Put the `lang` stub of one lab file back into the workspace at `path`; the
+    student's version, unless it is that file's stub in some language, is first moved to
+    a timestamped backup beside it (the rule of `fetch --force`). Returns that backup, if
+    one was made."""
     if rel not in lab.files:
         raise WorkspaceError("reset_unknown_file", file=rel, lab=lab.id, files=", ".join(lab.files))
     target = path / rel
-    stub = (lab.exercise_dir / rel).read_bytes()
+    stubs = {stub.read_bytes() for stub in lab.stubs(rel) if stub.is_file()}
     backup = None
     if os.path.lexists(target):
         try:
-            same = target.is_file() and not target.is_symlink() and target.read_bytes() == stub
+            same = target.is_file() and not target.is_symlink() and target.read_bytes() in stubs
         except OSError:
             same = False
         if not same:
             backup = target.with_name(f"{target.name}.backup-{time.strftime('%Y%m%d-%H%M%S')}")
             target.rename(backup)
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, stub)
+    write_atomic(target, lab.stub(rel, lang).read_bytes())
     return backup
 
 

@@ -887,6 +887,16 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         workers[pid] = {"status": None, "stopping": False, "workdir": workdir,
                         "pidfd": _pidfd(pid)}
         return {"pid": pid}
+    if request["op"] == "load":  # the probes, ahead of the first spawn
+        if len(fds) != 1:
+            raise ValueError("a load needs one descriptor")
+        probe_source = _read_bundle(fds[0])[1]
+        if probe_source is not None and probe_source[1] not in probes:
+            try:
+                probes[probe_source[1]] = _load_probes(*probe_source)
+            except Exception:  # noqa: BLE001 - the first spawn loads again, and says why
+                return {"loaded": False}
+        return {"loaded": True}
     if request["op"] == "stop":
         return _stop(int(request["pid"]), workers, scratch)
     if request["op"] == "reset":
