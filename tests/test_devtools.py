@@ -49,6 +49,8 @@ def kit_dir(tmp_path):
     exercises = tmp_path / "exercises" / "demo"
     exercises.mkdir(parents=True)
     (exercises / "demo.py").write_text("def f():\n    raise NotImplementedError\n")
+    (exercises / "es").mkdir()
+    (exercises / "es" / "demo.py").write_text("def f():\n    raise NotImplementedError\n")
     (exercises / "README.md").write_text("# Demo\n")
     (exercises / "README.es.md").write_text("# Demo\n")
     grader = tmp_path / "grader" / "demo"
@@ -64,6 +66,20 @@ def problems(path) -> list[str]:
 
 def test_a_clean_kit_has_no_problems(kit_dir):
     assert problems(kit_dir) == []
+
+
+def test_words_in_one_language_and_stubs_that_differ_in_code(kit_dir):
+    solution = kit_dir / "solutions" / "demo" / "demo.py"
+    solution.write_text("# One.\n" + SOLUTION)
+    devtools.build(kit_dir)
+    assert problems(kit_dir) == [
+        "solutions/demo/demo.py: words in English only (lines 1): put them in a language block"]
+    solution.write_text("### LANG en\n# One.\n### LANG es\n# # Uno.\n# x = 1\n### END LANG\n"
+                        + SOLUTION)
+    devtools.build(kit_dir)
+    assert problems(kit_dir) == ["solutions/demo/demo.py: its stubs differ in more than words"]
+    (kit_dir / "exercises" / "demo" / "es" / "demo.py").unlink()
+    assert "demo: missing exercises/demo/es/demo.py" in problems(kit_dir)
 
 
 def test_stray_files_missing_readmes_and_unknown_lab_folders(kit_dir):
