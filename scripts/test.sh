@@ -9,7 +9,9 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   command -v bwrap >/dev/null || missing+=(bubblewrap)
   command -v chromium >/dev/null || missing+=(chromium chromium-driver)
   if ((${#missing[@]})); then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # from the package lists already there if they have them; else fetched afresh
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; }
   fi
 fi
 

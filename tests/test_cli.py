@@ -58,9 +58,9 @@ def test_fetch_puts_stubs_and_readme_in_the_chosen_language(run, tmp_path):
     result = run("fetch", "lab02", "--lang", "es")
     assert result.exit_code == 0
     assert "labkit grade lab02" in result.output
-    assert (tmp_path / "lab02" / "broadcasting.py").read_text() == (
-        REPO / "exercises" / "lab02" / "broadcasting.py"
-    ).read_text()
+    fetched = (tmp_path / "lab02" / "broadcasting.py").read_text()
+    assert fetched == (REPO / "exercises" / "lab02" / "es" / "broadcasting.py").read_text()
+    assert fetched != (REPO / "exercises" / "lab02" / "broadcasting.py").read_text()
     assert "Laboratorio 02" in (tmp_path / "lab02" / "README.md").read_text()
 
 
