@@ -488,6 +488,8 @@ def test_every_commands_help_is_spanish_in_spanish(run, path):
     english = run(*path.split(), "--help", env={"LANG": "en_US.UTF-8"}).output
     spanish = run(*path.split(), "--help", env={"LANG": "es_ES.UTF-8"}).output
     assert english.startswith("Usage: ") and spanish.startswith("Uso: ")
+    english_words = {"COMMAND", "[ARGS]...", "FILE", "FUNCTION", "[CHECK|FUNCTION]"}
+    assert not english_words & set(spanish.split()), spanish.splitlines()[0]
     assert "Opciones:" in spanish and "Muestra este mensaje y termina." in spanish
     assert helptext.spanish_help(path), f"no Spanish help for {path!r}"
     for param in command.params:

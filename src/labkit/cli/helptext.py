@@ -39,6 +39,13 @@ def _ngettext(singular: str, plural: str, count: int) -> str:
     return _gettext(singular if count == 1 else plural)
 
 
+def _metavar(english: str | None, lang: str) -> str | None:
+    """A usage line's placeholder in `lang` (the `[metavars]` table of help.es.toml)."""
+    if lang != "es" or english is None:
+        return english
+    return _spanish()["metavars"].get(english, english)
+
+
 def commands(root: click.Command) -> Iterator[tuple[str, click.Command]]:
     """Every command under `root` (itself first), by path without the program name."""
     stack: list[tuple[str, click.Command]] = [("", root)]
@@ -77,9 +84,19 @@ def use(root: click.Command, lang: str) -> None:
         command.help = (spanish_help(path) if lang == "es" else None) or english
         command.short_help = None  # click derives it again from the help in use
         command.options_metavar = "[OPCIONES]" if lang == "es" else "[OPTIONS]"
+        if isinstance(command, click.Group):
+            group = command.__dict__.setdefault("_labkit_metavar", command.subcommand_metavar)
+            command.subcommand_metavar = _metavar(group, lang) or group
         if getattr(command, "_help_option", None) is not None:  # click words it once, keeps it
             command._help_option = None
         for param in command.params:
+            # the placeholders of usage lines: FILE, FUNCTION, and a path's (click names
+            # those after the type: FILE, DIRECTORY, PATH) when none was given
+            own = param.__dict__.setdefault("_labkit_metavar", param.metavar)
+            if own is None and isinstance(param.type, click.Path) and param.nargs == 1:
+                param.metavar = _metavar(param.type.name.upper(), lang) if lang == "es" else None
+            elif own is not None:
+                param.metavar = _metavar(own, lang)
             if not isinstance(param, click.Option) or not param.help:
                 continue
             english = param.__dict__.setdefault("_labkit_help", param.help)
