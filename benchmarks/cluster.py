@@ -1,6 +1,6 @@
 """The Dask back end of `labkit batch` against the local pool (`benchmarks/batch.py --scheduler`).
 
-Grades one synthetic lab02 class (`batch.build`: correct, stubs, mutants, looping and
+Grades one synthetic lab02 class (`synthclass.build`: correct, stubs, mutants, looping and
 hostile submissions) twice in the same run: with the local pool (`labkit batch --jobs 2`)
 and on a loopback Dask cluster of two single-thread workers (`dask scheduler` and two
 `dask worker --nthreads 1` on 127.0.0.1, started before the clock starts and stopped
@@ -26,7 +26,7 @@ import tomllib
 from datetime import datetime
 from pathlib import Path
 
-from batch import REPO, build, durations, report, run_batch, statuses
+from synthclass import REPO, build, durations, report, run_batch, statuses
 
 TARGET_OVERHEAD = 0.15
 COURSE = 50_000
