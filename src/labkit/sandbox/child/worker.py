@@ -812,7 +812,8 @@ def zygote(control_fd: int, scratch: str, private: bool = False) -> None:
 
     Each spawn request carries its job (modules, limits) and the job's files and probe
     source in a sealed memfd, so one zygote can serve many gradings; probe modules are
-    loaded here once per distinct source, before any fork.
+    loaded here once per distinct source, before any fork: as a grading starts (`load`,
+    sent while the grader imports pytest), else at its first spawn.
     """
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # nothing started from here gains privileges (setuid)
