@@ -82,6 +82,12 @@ def test_words_in_one_language_and_stubs_that_differ_in_code(kit_dir):
     assert "demo: missing exercises/demo/es/demo.py" in problems(kit_dir)
 
 
+def test_a_solution_that_does_not_parse_is_named_not_raised(kit_dir):
+    (kit_dir / "solutions" / "demo" / "demo.py").write_text(SOLUTION + "def (:\n")
+    devtools.build(kit_dir)
+    assert any(p.startswith("solutions/demo/demo.py: does not parse") for p in problems(kit_dir))
+
+
 def test_stray_files_missing_readmes_and_unknown_lab_folders(kit_dir):
     (kit_dir / "exercises" / "demo" / "notes.txt").write_text("x")
     (kit_dir / "solutions" / "demo" / "extra.py").write_text("x = 1\n")

@@ -188,6 +188,23 @@ def test_brackets_inside_strings_and_the_deepest_value_pass_the_depth_check():
     assert protocol.unpack(protocol.pack({"id": 1, "ok": tree}, blobs)[8:])[0]["ok"] == tree
 
 
+def test_past_the_depth_limit_a_plain_item_is_opaque_as_any_other():
+    def nested(leaf: object, depth: int) -> object:
+        for _ in range(depth):
+            leaf = [leaf]
+        return leaf
+
+    def leaf_of(tree: object) -> object:
+        while isinstance(tree, dict) and tree.get("t") in ("list", "tuple"):
+            tree = tree["v"][0]
+        return tree
+
+    too_deep = {"t": "opaque", "type": "<too deeply nested>"}
+    assert leaf_of(codec.encode_value(nested(7, codec.MAX_DEPTH), [])) == 7
+    assert leaf_of(codec.encode_value(nested(7, codec.MAX_DEPTH + 1), [])) == too_deep
+    assert leaf_of(codec.encode_value(nested((7,), codec.MAX_DEPTH), [])) == too_deep
+
+
 def test_a_whole_message_is_parsed_only_if_its_length_is_its_own():
     packed = protocol.pack({"op": "ping"}, [b"x"])
     assert protocol.parse(packed) == ({"op": "ping"}, [b"x"])

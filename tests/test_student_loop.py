@@ -377,6 +377,21 @@ def test_fetch_and_reset_give_the_stub_of_the_students_language(run, tmp_path):
     assert backup.read_bytes().endswith(b"# mine\n") and (ws / rel).read_bytes() == spanish[rel]
 
 
+def test_a_lab_with_no_spanish_stub_gives_the_english_one(tmp_path):
+    import dataclasses
+    import shutil
+
+    copy = tmp_path / "exercises" / "lab02"
+    shutil.copytree(LAB.exercise_dir, copy)
+    lab = dataclasses.replace(LAB, exercise_dir=copy)
+    assert lab.stub("broadcasting.py", "es") == copy / "es" / "broadcasting.py"
+    shutil.rmtree(copy / "es")
+    assert lab.stub("broadcasting.py", "es") == copy / "broadcasting.py"
+    workspace.fetch(lab, tmp_path / "ws", "es")
+    assert (tmp_path / "ws" / "broadcasting.py").read_bytes() == \
+        (copy / "broadcasting.py").read_bytes()
+
+
 def test_hint_takes_a_function_name_and_lists_the_check_ids(run, tmp_path):
     ws = write_files(stub_files(LAB), tmp_path / "lab02")
     files = solution_files(LAB)

@@ -108,7 +108,8 @@ def stable_kgrams(string: str, k: int) -> np.ndarray:
     `B**i`, which is the polynomial times `B**(L - k + 1)`; B being odd, that factor is
     undone by its inverse, so equal windows hash alike in every document.
     """
-    codes = np.frombuffer(string.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    codes = np.frombuffer(string.encode("utf-32-le", "surrogatepass"), dtype=np.uint32
+                          ).astype(np.uint64)
     count = len(codes) - k + 1
     if count <= 0:
         return np.zeros(0, dtype=np.int64)

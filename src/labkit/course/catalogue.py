@@ -67,8 +67,11 @@ class LabSpec:
         return self.title.get(lang) or self.title["en"]
 
     def stub(self, rel: str, lang: str) -> Path:
-        """The stub of lab file `rel` a student reading `lang` starts from."""
-        return stub_path(self.exercise_dir, rel, lang)
+        """The stub of lab file `rel` a student reading `lang` starts from (the English
+        one if the lab has none in `lang`, as with its README)."""
+        localized = stub_path(self.exercise_dir, rel, lang)
+        return localized if lang == i18n.LANGUAGES[0] or localized.is_file() else \
+            stub_path(self.exercise_dir, rel, i18n.LANGUAGES[0])
 
     def stubs(self, rel: str) -> tuple[Path, ...]:
         """The stub of `rel` in every language: all are the same stub (same code)."""

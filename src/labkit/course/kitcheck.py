@@ -11,12 +11,13 @@ earns full marks and every stub, in every language, zero, with every check faili
 
 from __future__ import annotations
 
+import tokenize
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.course import authoring
-from labkit.course.catalogue import LabSpec, lab_checks, load_catalogue
+from labkit.course.catalogue import LabSpec, lab_checks, load_catalogue, stub_path
 from labkit.course.material import CourseError
 from labkit.i18n import LANGUAGES
 from labkit.results import LabResult, Status
@@ -93,7 +94,7 @@ def check_layout(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
                 problems.append(Problem(f"{top}/{path.name}", "folder of a lab not in labs.toml"))
     for lab in labs:
         solutions, exercises = repo / "solutions" / lab.id, repo / "exercises" / lab.id
-        stubs = {lab.stub(rel, lang).relative_to(exercises).as_posix()
+        stubs = {stub_path(exercises, rel, lang).relative_to(exercises).as_posix()
                  for rel in lab.files for lang in LANGUAGES}
         for path in [*(solutions / rel for rel in lab.files), *(exercises / s for s in stubs)]:
             if not path.is_file():
@@ -133,13 +134,18 @@ def check_languages(repo: Path, labs: Iterable[LabSpec]) -> list[Problem]:
                 continue
             where = source.relative_to(repo).as_posix()
             text = source.read_text(encoding="utf-8")
-            lines = authoring.untranslated(text)
+            try:
+                lines = authoring.untranslated(text)
+                stubs = [authoring.stub_text(text, lang) for lang in LANGUAGES]
+                alike = all(authoring.same_code(stubs[0], other) for other in stubs[1:])
+            except (SyntaxError, tokenize.TokenError, authoring.MarkerError) as exc:
+                problems.append(Problem(where, f"does not parse, in some language: {exc}"))
+                continue
             if lines:
                 shown = ", ".join(map(str, lines[:8])) + (", ..." if len(lines) > 8 else "")
                 problems.append(Problem(where, f"words in English only (lines {shown}): "
                                         "put them in a language block"))
-            stubs = [authoring.stub_text(text, lang) for lang in LANGUAGES]
-            if not all(authoring.same_code(stubs[0], other) for other in stubs[1:]):
+            if not alike:
                 problems.append(Problem(where, "its stubs differ in more than words"))
     return problems
 
@@ -176,8 +182,8 @@ def check_grades(repo: Path, lab: LabSpec, grade: Grader) -> list[Problem]:
     """Grade the lab's solution and stub with `grade`; what is wrong with either result."""
     try:
         solution = {rel: (repo / "solutions" / lab.id / rel).read_bytes() for rel in lab.files}
-        stubs = {lang: {rel: lab.stub(rel, lang).read_bytes() for rel in lab.files}
-                 for lang in LANGUAGES}
+        stubs = {lang: {rel: stub_path(lab.exercise_dir, rel, lang).read_bytes()
+                        for rel in lab.files} for lang in LANGUAGES}
     except OSError:
         return []  # already reported by check_layout
     problems = judge_solution(lab, grade(lab, solution))

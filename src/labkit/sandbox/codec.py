@@ -190,7 +190,8 @@ def encode_value(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     # Containers first: argument lists, shapes and keyword arguments are the usual case,
     # and their items mostly plain (taken as they are, without a call each).
     if isinstance(value, list | tuple):
-        items = [item if item is None or type(item) in _PLAIN else
+        within = depth < MAX_DEPTH  # an item past the limit is opaque, plain or not
+        items = [item if within and (item is None or type(item) in _PLAIN) else
                  encode_value(item, blobs, depth + 1) for item in list(value)]
         return {"t": "tuple" if isinstance(value, tuple) else "list", "v": items}
     if isinstance(value, dict):
