@@ -65,10 +65,15 @@ class ChannelTimeout(Exception):
     """No complete message arrived before the deadline."""
 
 
+# Compact, and without the check for cycles: every header is a tree built fresh by
+# this kit (a value's tree by `codec.encode_value`, which bounds its depth).
+_ENCODER = json.JSONEncoder(check_circular=False, separators=(",", ":"))
+
+
 def pack(header: dict[str, Any], blobs: list[bytes]) -> bytes:
     """One message: JSON header (with blob sizes) followed by the blobs."""
     header = {**header, "blobs": [len(b) for b in blobs]}
-    head = json.dumps(header, allow_nan=True).encode()
+    head = _ENCODER.encode(header).encode()
     body = _HEAD.pack(len(head)) + head + b"".join(blobs)
     return _LEN.pack(len(body)) + body
 
@@ -82,9 +87,10 @@ def unpack(body: bytes) -> Message:
     if head_len > MAX_HEADER or _HEAD.size + head_len > len(body):
         raise ProtocolError(f"malformed message: a header of {head_len} bytes")
     head = body[_HEAD.size : _HEAD.size + head_len]
-    if not _few_values(head):  # first: counting is cheaper than measuring the depth
+    # Every value and bracket takes a byte: a header shorter than a limit is within it.
+    if head_len > MAX_HEADER_VALUES and not _few_values(head):  # first: counting is cheaper
         raise ProtocolError(f"malformed message: a header of over {MAX_HEADER_VALUES} values")
-    if not _shallow(head):
+    if head_len > MAX_HEADER_DEPTH and not _shallow(head):
         raise ProtocolError("malformed message: header nested too deeply")
     try:
         header = json.loads(head.decode())  # UTF-8, as `pack` wrote it
