@@ -239,3 +239,44 @@ def test_graders_that_cannot_be_collected_are_an_error_not_a_grade(labs, tmp_pat
     (broken / "grader" / "lab97" / "test_lab97.py").write_text("def test_x(:\n")
     with pytest.raises(RuntimeError, match="lab97: the graders could not be collected"):
         grade_files(registry.get_lab("lab97", broken), FILES)
+
+
+def test_a_frozen_request_is_encoded_once_and_nothing_mutable_is_kept(monkeypatch):
+    """`once` keeps the encoding of a request whose arguments are exactly-immutable
+    objects (the same tuple of cases, grading after grading); a list, a tuple holding
+    one, or a subclass that could change is encoded afresh every time."""
+    encodes = []
+    encode = proxy._encode
+    monkeypatch.setattr(proxy, "_encode", lambda *a: encodes.append(a) or encode(*a))
+    monkeypatch.setattr(proxy, "_ENCODED", {})
+
+    def ask(*args):
+        return proxy._encoded_once("probe", "describe", "m", {"name": "p", "args": list(args),
+                                                              "kwargs": {}})
+
+    cases = (((3, 4), "<f8", (("index", slice(None, None, -1)),)), (None, 1.5, ...))
+    first = ask(cases)
+    assert ask(cases) is first and len(encodes) == 1
+    assert ask(tuple(cases))[2] == first[2]  # the same object: no copy is made
+
+    class Shape(tuple):
+        pass
+
+    steps = [("T", None)]
+    for mutable in (steps, (steps,), Shape((1, 2)), (slice([1], None),)):
+        before = len(encodes)
+        memo = ask(mutable)[2]
+        if isinstance(mutable, list):
+            mutable.append(("T", None))
+        elif mutable and isinstance(mutable[0], list):
+            mutable[0].append(("reshape", (-1,)))
+        assert len(encodes) == before + 1
+        again = ask(mutable)[2]
+        assert len(encodes) == before + 2
+        assert (again != memo) == (not isinstance(mutable, Shape) and
+                                   not isinstance(mutable[0], slice))
+
+    monkeypatch.setattr(proxy, "_FROZEN_KEEP", 2)
+    values = [(n,) for n in range(5)]
+    kept = [ask(value) for value in values]  # the oldest are dropped: never over the cap
+    assert len(proxy._ENCODED) == 2 and kept[-1] is ask(values[-1])
