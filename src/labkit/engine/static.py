@@ -22,7 +22,7 @@ import ast
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 __all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "mentions",
            "refusals"]
@@ -240,15 +240,40 @@ def syntax_error(source: bytes) -> str | None:
     return None
 
 
+class _Named(NamedTuple):
+    """A place the source names `name` (an attribute, an imported name, a `getattr`
+    literal, a string constant): refused as banned where the check bans the name, else
+    as `otherwise` (None: not at all)."""
+
+    name: str
+    line: int
+    what: str
+    otherwise: Refusal | None
+
+
 @lru_cache(maxsize=64)
 def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
                    own: frozenset[str]) -> tuple[Refusal, ...]:
     """Cached: a property-based check may ask once per example for the same bytes."""
+    found = set()
+    for site in _file_sites(rel, source, own):
+        if isinstance(site, Refusal):
+            found.add(site)
+        elif site.name in banned:
+            found.add(Refusal("banned", rel, site.line, site.what))
+        elif site.otherwise is not None:
+            found.add(site.otherwise)
+    return tuple(sorted(found, key=lambda r: (r.line, r.what)))
+
+
+@lru_cache(maxsize=64)
+def _file_sites(rel: str, source: bytes, own: frozenset[str]) -> tuple[Refusal | _Named, ...]:
+    """What every check's refusals are made of, whatever it bans: the file is walked
+    once, however many sets of helpers its checks ban."""
     nodes = _nodes(source)
     if isinstance(nodes, str):
         return (Refusal("unreadable", rel, 1, nodes),)
-    found = sorted(set(_Walk(rel, nodes, banned, own).run()), key=lambda r: (r.line, r.what))
-    return tuple(found)
+    return tuple(_Walk(rel, nodes, own).run())
 
 
 def _nodes(source: bytes) -> tuple[ast.AST, ...] | str:
@@ -302,9 +327,8 @@ class _Walk:
     """Passes over a module's nodes (`_nodes`: `ast.walk`'s, iterative, no recursion to
     exhaust)."""
 
-    def __init__(self, rel: str, nodes: tuple[ast.AST, ...], banned: frozenset[str],
-                 own: frozenset[str]) -> None:
-        self.rel, self.nodes, self.banned, self.own = rel, nodes, banned, own
+    def __init__(self, rel: str, nodes: tuple[ast.AST, ...], own: frozenset[str]) -> None:
+        self.rel, self.nodes, self.own = rel, nodes, own
         self.docstrings = _docstrings(nodes)
         self.modules: dict[str, str] = {}
         self._find_module_aliases()
@@ -335,7 +359,7 @@ class _Walk:
             return f"{owner}.{node.attr}" if owner else None
         return None
 
-    def run(self) -> Iterator[Refusal]:
+    def run(self) -> Iterator[Refusal | _Named]:
         for node in self.nodes:
             if isinstance(node, ast.Call):
                 yield from self._call(node)
@@ -345,7 +369,7 @@ class _Walk:
     def _refuse(self, kind: RefusalKind, node: ast.AST, what: str) -> Refusal:
         return Refusal(kind, self.rel, getattr(node, "lineno", 1), what)
 
-    def _call(self, node: ast.Call) -> Iterator[Refusal]:
+    def _call(self, node: ast.Call) -> Iterator[Refusal | _Named]:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else (
             func.attr if isinstance(func, ast.Attribute) else None)
@@ -372,19 +396,19 @@ class _Walk:
         return (name == "tofile" or (name in _FILE_OPENERS and owner in {"io", "codecs"})
                 or (name in _NUMPY_FILES and owner.split(".")[0] == "numpy"))
 
-    def _attribute_name(self, attr: str, node: ast.AST, what: str) -> Iterator[Refusal]:
-        """The rules every spelling of an attribute read meets."""
-        if attr in self.banned:
-            yield self._refuse("banned", node, what)
-        elif attr in _REACH_IN_ATTRS or (attr.startswith("__") and attr.endswith("__")
-                                          and attr not in _PLAIN_DUNDERS):
-            yield self._refuse("reach_in", node, what)
+    def _attribute_name(self, attr: str, node: ast.AST, what: str) -> Iterator[_Named]:
+        """The rules every spelling of an attribute read meets (a ban first)."""
+        otherwise = None
+        if attr in _REACH_IN_ATTRS or (attr.startswith("__") and attr.endswith("__")
+                                       and attr not in _PLAIN_DUNDERS):
+            otherwise = self._refuse("reach_in", node, what)
         elif attr in _TEXT_AS_CODE_ATTRS:
-            yield self._refuse("text_as_code", node, what)
+            otherwise = self._refuse("text_as_code", node, what)
         elif attr in _DYNAMIC_ATTRS:
-            yield self._refuse("dynamic", node, what)
+            otherwise = self._refuse("dynamic", node, what)
+        yield _Named(attr, getattr(node, "lineno", 1), what, otherwise)
 
-    def _node(self, node: ast.AST) -> Iterator[Refusal]:
+    def _node(self, node: ast.AST) -> Iterator[Refusal | _Named]:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield from self._import(node)
         elif isinstance(node, ast.Attribute):
@@ -399,15 +423,15 @@ class _Walk:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if id(node) in self.docstrings:
                 return
-            if node.value.strip() in self.banned:
-                yield self._refuse("banned", node, repr(node.value))
-            elif any(p in node.value for p in _SPECIAL_PATHS):
-                yield self._refuse("reach_in", node, repr(node.value[:40]))
+            special = any(p in node.value for p in _SPECIAL_PATHS)
+            yield _Named(node.value.strip(), node.lineno, repr(node.value),
+                         self._refuse("reach_in", node, repr(node.value[:40])) if special
+                         else None)
         elif isinstance(node, ast.MatchClass):
             for attr in node.kwd_attrs:
                 yield from self._attribute_name(attr, node, f"case ...({attr}=...)")
 
-    def _import(self, node: ast.Import | ast.ImportFrom) -> Iterator[Refusal]:
+    def _import(self, node: ast.Import | ast.ImportFrom) -> Iterator[Refusal | _Named]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield from self._module(alias.name, node)
@@ -440,7 +464,7 @@ class _Walk:
     def _os_refused(attr: str) -> bool:
         return attr in _OS_REFUSED or attr.startswith(_OS_REFUSED_PREFIXES)
 
-    def _attribute(self, node: ast.Attribute) -> Iterator[Refusal]:
+    def _attribute(self, node: ast.Attribute) -> Iterator[Refusal | _Named]:
         what = _dotted(node)
         owner = self._module_of(node.value)
         if owner == "sys" and node.attr not in _SYS_ALLOWED:
