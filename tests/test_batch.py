@@ -428,6 +428,37 @@ def test_replay_runs_the_recorded_examples_up_to_the_first_failure():
     assert seen == [e["n"] for e in replay.examples[: stop + 1]]  # the same every time
 
 
+def test_replay_bodies_draw_the_same_from_the_global_prngs_every_time():
+    """A check's body that draws from `random` or NumPy's global generator draws what
+    hypothesis would give it (both seeded with 0), whatever drew from them before."""
+    import random
+
+    import numpy as np
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from labkit.engine.warm import Replay
+    from labkit.grading import PROPERTY
+
+    drawn: list[tuple[float, float]] = []
+
+    @PROPERTY
+    @given(st.integers(0, 3))
+    def draws(student, n):
+        drawn.append((random.random(), float(np.random.random())))
+
+    replay = Replay(draws)
+    replay.record()
+    runs = []
+    for _ in range(2):
+        random.random(), np.random.random(100)  # what ran before must not matter
+        drawn.clear()
+        replay.run({"student": None})
+        runs.append(list(drawn))
+    assert runs[0] == runs[1] and len(set(runs[0])) == len(runs[0]) > 1
+    assert runs[0][0] == (random.Random(0).random(), np.random.RandomState(0).random())
+
+
 def test_replay_falls_back_to_hypothesis_when_the_body_needs_it():
     from hypothesis import assume, given
     from hypothesis import strategies as st

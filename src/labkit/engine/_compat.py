@@ -12,15 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 
-def seeded_prng() -> contextlib.AbstractContextManager[Any]:
-    """What hypothesis wraps each example in: the global PRNGs seeded per example."""
-    try:
-        from hypothesis.internal.entropy import deterministic_PRNG
-    except ImportError:  # pragma: no cover - an older or newer hypothesis layout
-        return contextlib.nullcontext()
-    return deterministic_PRNG()
-
-
 def inner_test(wrapped: Any) -> Callable[..., Any] | None:
     """The body of a `@given` test (hypothesis's documented hook for plugins), or None."""
     return getattr(getattr(wrapped, "hypothesis", None), "inner_test", None)
