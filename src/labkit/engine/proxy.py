@@ -198,13 +198,15 @@ def _encoded_once(op: str, where: str, key: str, fields: dict[str, Any]) -> _Enc
     plain = {k: v for k, v in fields.items() if k not in ("args", "kwargs")}
     ident = None
     if all(type(v) is str for v in plain.values()) and all(type(k) is str for k in kwargs):
-        budget = [_FROZEN_LIMIT]
         values = [*args, *kwargs.values()]
-        if all(_frozen(v, budget) for v in values):
-            ident = (op, where, key, tuple(sorted(plain.items())), tuple(kwargs),
-                     tuple(map(id, values)))
-            if ident in _ENCODED:
-                return _ENCODED[ident][1]
+        ident = (op, where, key, tuple(sorted(plain.items())), tuple(kwargs),
+                 tuple(map(id, values)))
+        kept = _ENCODED.get(ident)
+        if kept is not None:  # the very objects it keeps, found frozen when kept
+            return kept[1]
+        budget = [_FROZEN_LIMIT]
+        if not all(_frozen(v, budget) for v in values):
+            ident = None
     header, blobs = _encode(op, key, fields)
     encoded = header, blobs, where.encode() + b"\0" + protocol.pack(header, blobs)
     if ident is not None:
