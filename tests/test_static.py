@@ -75,3 +75,33 @@ def test_mentions_and_declarations():
     assert refusals({"i.py": init, "utils/seeding.py": b""}) == []
     code = declarations_only({"i.py": b'"""Doc."""\nX = 1\ndef f():\n    pass\n'}, "i.py")
     assert [(r.kind, r.line) for r in code] == [("not_declaration", 2), ("not_declaration", 3)]
+
+
+def test_large_hostile_sources_do_not_pile_up_in_memory():
+    """A warm grading process keeps what it found in recent sources, but of large ones
+    only the last few: a class of large files, each naming thousands of things, leaves
+    about what two of them take, not what all of them would."""
+    import gc
+    import tracemalloc
+
+    def hostile(n: int) -> bytes:  # over 64 KiB: many refusals, many names
+        return "".join(f"x{n}_{i}.__dict__\ny{n}_{i}.a{i}\n" for i in range(2400)).encode()
+
+    def kept_after(count: int, start: int) -> int:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(start, start + count):
+            files = {"big.py": hostile(n)}
+            assert refusals(files, BANNED) and refusals(files, ("other",))
+            assert not mentions(files, "as_strided")
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+
+    tracemalloc.start()
+    try:
+        two = kept_after(2, 0)
+        eight = kept_after(8, 100)
+    finally:
+        tracemalloc.stop()
+    assert two > 1_000_000  # they are kept: a grading asks about them again
+    assert eight < 2 * two

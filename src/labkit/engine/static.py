@@ -19,10 +19,10 @@ solution never meets one.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal, NamedTuple
+from functools import lru_cache, wraps
+from typing import Any, Literal, NamedTuple, TypeVar
 
 __all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "mentions",
            "refusals"]
@@ -31,6 +31,7 @@ __all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "m
 # the caller hands in.
 MAX_SOURCE_BYTES = 1024 * 1024
 CACHED_SOURCE_BYTES = 64 * 1024  # a larger source's tree is walked again, not kept
+_T = TypeVar("_T")
 
 RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in",
                       "not_declaration"]
@@ -192,7 +193,22 @@ def mentions(files: Mapping[str, bytes], name: str) -> bool:
                if rel.endswith(".py"))
 
 
-@lru_cache(maxsize=64)
+def _kept(function: Callable[..., _T]) -> Callable[..., _T]:
+    """`function` of a source (its `bytes` argument) cached by size: the results for 64
+    small sources, and for the last 2 large ones. A warm process asks about the same
+    bytes check after check, and one large hostile source's analysis is tens of MB, so
+    a batch of them must not all stay in memory."""
+    small, large = lru_cache(maxsize=64)(function), lru_cache(maxsize=2)(function)
+
+    @wraps(function)
+    def cached(*args: Any) -> _T:
+        source = next(arg for arg in args if isinstance(arg, bytes))
+        return (small if len(source) <= CACHED_SOURCE_BYTES else large)(*args)
+
+    return cached
+
+
+@_kept
 def _names_in(source: bytes) -> frozenset[str]:
     """Cached like `_file_refusals`: a warm process grades the same bytes check after
     check, and parsing them again for each one cost a grading milliseconds."""
@@ -251,7 +267,7 @@ class _Named(NamedTuple):
     otherwise: Refusal | None
 
 
-@lru_cache(maxsize=64)
+@_kept
 def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
                    own: frozenset[str]) -> tuple[Refusal, ...]:
     """Cached: a property-based check may ask once per example for the same bytes."""
@@ -266,7 +282,7 @@ def _file_refusals(rel: str, source: bytes, banned: frozenset[str],
     return tuple(sorted(found, key=lambda r: (r.line, r.what)))
 
 
-@lru_cache(maxsize=64)
+@_kept
 def _file_sites(rel: str, source: bytes, own: frozenset[str]) -> tuple[Refusal | _Named, ...]:
     """What every check's refusals are made of, whatever it bans: the file is walked
     once, however many sets of helpers its checks ban."""
