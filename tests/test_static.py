@@ -77,31 +77,28 @@ def test_mentions_and_declarations():
     assert [(r.kind, r.line) for r in code] == [("not_declaration", 2), ("not_declaration", 3)]
 
 
-def test_large_hostile_sources_do_not_pile_up_in_memory():
+def test_large_hostile_sources_do_not_pile_up_in_memory(monkeypatch):
     """A warm grading process keeps what it found in recent sources, but of large ones
-    only the last few: a class of large files, each naming thousands of things, leaves
-    about what two of them take, not what all of them would."""
-    import gc
-    import tracemalloc
+    only the last two: one large hostile file (1 MiB of `x.__dict__` lines) makes tens of
+    MB of refusals, so a class of them must not all stay in memory. Small sources, the
+    honest case, are all kept across a grading's checks."""
+    from labkit.engine import static
 
-    def hostile(n: int) -> bytes:  # over 64 KiB: many refusals, many names
-        return "".join(f"x{n}_{i}.__dict__\ny{n}_{i}.a{i}\n" for i in range(2400)).encode()
+    walks = []
+    walk = static._Walk.run
+    monkeypatch.setattr(static._Walk, "run", lambda self: walks.append(self.rel) or walk(self))
 
-    def kept_after(count: int, start: int) -> int:
-        gc.collect()
-        before = tracemalloc.get_traced_memory()[0]
-        for n in range(start, start + count):
-            files = {"big.py": hostile(n)}
-            assert refusals(files, BANNED) and refusals(files, ("other",))
-            assert not mentions(files, "as_strided")
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
+    def source(n: int, lines: int) -> dict[str, bytes]:
+        return {f"f{n}.py": "".join(f"x{n}_{i}.__dict__\n" for i in range(lines)).encode()}
 
-    tracemalloc.start()
-    try:
-        two = kept_after(2, 0)
-        eight = kept_after(8, 100)
-    finally:
-        tracemalloc.stop()
-    assert two > 1_000_000  # they are kept: a grading asks about them again
-    assert eight < 2 * two
+    def walked(files: dict[str, bytes]) -> bool:
+        before = len(walks)
+        assert refusals(files, BANNED) and refusals(files, ("other",))  # one walk for both
+        return len(walks) > before
+
+    large = [source(n, 5000) for n in range(8)]  # over 64 KiB each
+    small = [source(n, 50) for n in range(100, 108)]
+    assert all(len(next(iter(f.values()))) > static.CACHED_SOURCE_BYTES for f in large)
+    assert all(walked(files) for files in [*large, *small])
+    assert [walked(files) for files in reversed(large)] == [False] * 2 + [True] * 6
+    assert not any(walked(files) for files in small)
