@@ -192,3 +192,23 @@ def test_comparing_an_opaque_value_names_its_type(lab):
     result = grade(lab, source)
     expected = "bonus: returned a value of type tiny.Box, which is not plain data"
     assert result.checks[3].message == expected
+
+
+def test_requirements_fall_transitively():
+    """A check zeroed for its own requirement no longer counts as passed for another's:
+    lab03's gap requires the loop's check, which requires the loop's values."""
+    from labkit.course.checks import CheckSpec, LabChecks
+    from labkit.engine.assemble import _apply_requirements
+    from labkit.results import CheckResult
+
+    def spec(check_id: str, *requires: str) -> CheckSpec:
+        return CheckSpec(check_id, 1.0, {"en": check_id}, {"en": "no"}, {"en": "h"}, requires)
+
+    specs = LabChecks((spec("a.values"), spec("a.loop", "a.values"), spec("gap.x", "a.loop")),
+                      {})
+    checks = [CheckResult("a.values", "", Status.FAIL, 0.0, 1.0, "wrong"),
+              CheckResult("a.loop", "", Status.PASS, 1.0, 1.0),
+              CheckResult("gap.x", "", Status.PASS, 1.0, 1.0)]
+    result = _apply_requirements(specs, checks, "en")
+    assert [(c.status, c.points) for c in result] == [(Status.FAIL, 0.0)] * 3
+    assert "a" in result[2].message

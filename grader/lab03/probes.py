@@ -47,6 +47,13 @@ def speedup_with_sums(student, loop, vectorized, sizes: list[int], repeats: int,
         student.sum_squares_loop, student.sum_squares_vectorized = originals
 
 
+def vectorized_windows(student, base, size: int, count: int) -> list:
+    """sum_squares_vectorized on `count` windows of `base`, `size` long, each one element
+    further along. The grader times the whole request from its side and checks some of
+    the sums: what this returns only shows the calls were made."""
+    return [student.sum_squares_vectorized(base[i:i + size]) for i in range(count)]
+
+
 # --- hotspot ----------------------------------------------------------------------------
 
 

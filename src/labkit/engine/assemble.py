@@ -73,16 +73,25 @@ def _import_problem(files, outcomes, lang: str) -> str:
 
 
 def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[CheckResult]:
-    """Zero the checks whose `requires` prefixes are not all passing."""
+    """Zero the checks whose `requires` prefixes are not all passing, transitively: a
+    check zeroed for its own requirement no longer counts as passing for another's."""
     passing = {c.id for c in checks if c.status is Status.PASS}
+    unmet_of: dict[str, list[str]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for check in checks:
+            needed = specs.get(check.id).requires
+            unmet = [c.id for c in checks
+                     if any(c.id.startswith(p) for p in needed) and c.id not in passing]
+            if unmet and check.points and check.id not in unmet_of:
+                unmet_of[check.id] = unmet
+                passing.discard(check.id)
+                changed = True
     result = []
     for check in checks:
-        needed = specs.get(check.id).requires
-        unmet = [
-            c.id for c in checks if any(c.id.startswith(p) for p in needed) and c.id not in passing
-        ]
-        if unmet and check.points:
-            names = ", ".join(sorted({u.split(".")[0] for u in unmet}))
+        if check.id in unmet_of:
+            names = ", ".join(sorted({u.split(".")[0] for u in unmet_of[check.id]}))
             check = replace(
                 check, status=Status.FAIL, points=0.0,
                 message=i18n.t("requires", lang, checks=names),
