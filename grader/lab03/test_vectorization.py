@@ -399,13 +399,19 @@ def _vectorized_per_call(student, size: int) -> float:
 
 def _gap_verdict(student, size: int, repeats: int) -> tuple[str | None, dict[str, str]]:
     """One measurement of the gap: the message key that fails it (None: it holds) and
-    the numbers measured, for the message."""
+    the numbers measured, for the message. The table's evidence of work (its CPU) is
+    not luck: a table that fails it fails every attempt."""
     arr = student.shared(np.random.default_rng(0).random(size, dtype=np.float32))
     student.sum_squares_vectorized(arr)  # first call: imports, caches and page faults
     trusted_loop = _best_wall(lambda: student.sum_squares_loop(arr), 3)
     trusted_vectorized = _vectorized_per_call(student, size)
-    table = student.speedup_table([size], repeats=repeats, seed=0)
-    table_wall = student.last_call.wall_s
+    # The loop's CPU cost per element, read from the kernel around a call ten times the
+    # size (its clock ticks every 10 ms): the table must spend about `repeats` loops'
+    # worth of it. CPU time, unlike wall time, a busy machine does not inflate.
+    big = student.shared(np.random.default_rng(1).random(10 * size, dtype=np.float32))
+    loop_cpu = student.measure("sum_squares_loop", big).cpu_s / (10 * size)
+    measured = student.measure("speedup_table", [size], repeats=repeats, seed=0)
+    table = measured.result
     if not isinstance(table, list) or len(table) != 1:
         fail("table_not_list_of_rows")
     _, loop_s, vectorized_s, ratio = _row_numbers(table[0])
@@ -419,12 +425,11 @@ def _gap_verdict(student, size: int, repeats: int) -> tuple[str | None, dict[str
     }
     if not trusted_loop > MIN_RATIO_AT_100K * trusted_vectorized:
         return "gap_too_small", numbers
-    # A table measured with `repeats` loops spends about that time (a quarter of it is
-    # allowed: a loop timed here while the machine is busier looks slower). Only an
-    # error that widens the gap is refused: a loop time above ours, a vectorised time
-    # below ours, each by more than the agreement factor (a busy moment inside the
-    # table's own timing only narrows its gap).
-    if table_wall < repeats * trusted_loop / 4:
+    # A table measured with `repeats` loops spends about that much CPU (a third of it is
+    # allowed, for the clock's ticks). Only an error that widens the gap is refused: a
+    # loop time above ours, a vectorised time below ours, each by more than the
+    # agreement factor (a busy moment inside the table's own timing only narrows it).
+    if measured.cpu_s < repeats * size * loop_cpu / 3:
         return "table_disagrees", numbers
     if loop_s > trusted_loop * AGREEMENT_FACTOR:
         return "table_disagrees", numbers
