@@ -212,3 +212,105 @@ def test_requirements_fall_transitively():
     result = _apply_requirements(specs, checks, "en")
     assert [(c.status, c.points) for c in result] == [(Status.FAIL, 0.0)] * 3
     assert "a" in result[2].message
+
+
+# --- failures of the kit, not the submission ---------------------------------------------
+
+SLEEPY_HALVE = GOOD + "\nimport time\ndef halve(x):\n    time.sleep(30)\n"
+
+
+@pytest.fixture
+def starved(monkeypatch):
+    """A machine that never lets the workers run: as `/proc` would show it, every second
+    of every call is spent waiting on the run queue. `starved.machine[0] = False` gives
+    the real readings back; `starved.faults` counts the `WorkerStarved` raised."""
+    from labkit.sandbox import host
+
+    real = host.run_queue_wait
+    machine, faults = [True], []
+
+    def reading(pid: int) -> tuple[float, float]:
+        return (time.monotonic(), 0.0) if machine[0] else real(pid)
+
+    class Counted(host.WorkerStarved):
+        def __init__(self, message: str) -> None:
+            faults.append(message)
+            super().__init__(message)
+
+    monkeypatch.setattr(host, "run_queue_wait", reading)
+    monkeypatch.setattr(host, "WorkerStarved", Counted)
+    return type("Starved", (), {"machine": machine, "faults": faults})
+
+
+def test_a_call_slowed_by_the_machine_gets_the_time_it_could_not_run(lab, starved):
+    """Honest code that needs 1.6 s on a machine that kept it from running: the 1 s limit
+    counts only the time it could run, so it passes."""
+    result = grade(lab, GOOD + "\nimport time\ndef halve(x):\n    time.sleep(1.6)\n"
+                   "    return x / 2\n")
+    assert outcome(result)["halve.values"] == (Status.PASS, 1)
+    assert starved.faults == []
+
+
+def test_a_check_starved_twice_makes_the_grading_the_kits_failure(lab, starved):
+    from labkit.engine.cold import KitFailure
+
+    with pytest.raises(KitFailure, match="too busy"):
+        grade(lab, SLEEPY_HALVE)
+    assert len(starved.faults) == 2  # run again once, on a fresh worker
+
+
+def test_a_starved_check_is_run_again_and_judged_as_it_then_runs(lab, starved, monkeypatch):
+    """Starved once (the kit's), then the machine is free: the second run's outcome is
+    the check's, here a timeout at the plain limit (it sleeps: its own doing)."""
+    from labkit.sandbox import host
+
+    counted = host.WorkerStarved
+
+    class Freeing(counted):
+        def __init__(self, message: str) -> None:
+            starved.machine[0] = False
+            super().__init__(message)
+
+    monkeypatch.setattr(host, "WorkerStarved", Freeing)
+    result = grade(lab, SLEEPY_HALVE)
+    assert len(starved.faults) == 1
+    assert outcome(result)["halve.values"] == (Status.TIMEOUT, 0)
+    assert outcome(result)["double.values"] == (Status.PASS, 2)
+
+
+def test_a_code_that_kills_its_own_worker_is_judged_on_the_second_run(lab):
+    """SIGKILL may come from outside (the kernel, another process): the check runs
+    again; a submission that does it again keeps the crash."""
+    result = grade(lab, GOOD + "\nimport os, signal\ndef halve(x):\n"
+                   "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    assert outcome(result)["halve.values"] == (Status.ERROR, 0)
+    assert "SIGKILL" in result.checks[1].message
+
+
+def test_run_queue_wait_tells_a_starved_process_from_a_sleeping_one():
+    """What `WorkerStarved` rests on, read from the kernel: two spinning processes that
+    share one CPU each wait on the run queue about as long as they run; a sleeping one
+    waits on none. (A grading's workers run in a cgroup of their own, which the kernel
+    already shares the CPU with fairly: starving one takes many more processes.)"""
+    import os
+    import subprocess
+    import sys
+
+    from labkit.sandbox.host import run_queue_wait
+
+    cpu = min(os.sched_getaffinity(0))
+    spin = [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile 1: pass"]
+    spinners = [subprocess.Popen(spin) for _ in range(2)]
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(30)"])
+    try:
+        time.sleep(0.5)  # past their start-up, which waits on a busy machine too
+        spinner_before, sleeper_before = (run_queue_wait(p.pid) for p in (spinners[0], sleeper))
+        time.sleep(1.5)
+        spinner_after, sleeper_after = (run_queue_wait(p.pid) for p in (spinners[0], sleeper))
+        assert spinner_after[0] - spinner_before[0] > 0.3  # about half of 1.5 s, or more
+        assert spinner_after[1] > spinner_before[1]
+        assert sleeper_after[0] - sleeper_before[0] < 0.05
+    finally:
+        for process in (*spinners, sleeper):
+            process.kill()
+            process.wait()

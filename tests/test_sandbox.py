@@ -31,7 +31,6 @@ from labkit.sandbox.host import (
     Sandbox,
     SandboxConfig,
     SandboxFailure,
-    WorkerCrashed,
     Zygote,
     excerpt,
     marked_processes,
@@ -206,7 +205,7 @@ def test_auto_falls_back_when_bwrap_cannot_start_a_sandbox(monkeypatch):
     assert isolation.choose("auto").mode == "process"  # remembered for this process
     monkeypatch.setattr(isolation, "_broken", {})
     strict = Zygote("bwrap")
-    with pytest.raises(WorkerCrashed, match="did not start"):
+    with pytest.raises(SandboxFailure, match="did not start"):
         strict.start()
         strict.ask({"op": "ping"})
     strict.close()

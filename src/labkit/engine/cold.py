@@ -63,7 +63,7 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str, only: str | None = N
                  progress: Progress | None = None) -> list[tuple[str, object]]:
     import pytest  # imported here so that the sandbox's start-up overlaps it
 
-    from labkit.engine.plugin import GradingPlugin, Shrinking
+    from labkit.engine.plugin import GradingPlugin, Retrying, Shrinking
 
     plugin = GradingPlugin(lab, lab_checks(lab))
     plugin.only = only
@@ -71,7 +71,8 @@ def _run_graders(lab: LabSpec, sandbox: Sandbox, lang: str, only: str | None = N
     saved = os.environ.get("PYTEST_ADDOPTS")
     os.environ.pop("PYTEST_ADDOPTS", None)  # the student's environment must not steer us
     try:
-        code = pytest.main(pytest_args(lab), plugins=[plugin, Shrinking(plugin)])
+        code = pytest.main(pytest_args(lab), plugins=[plugin, Retrying(plugin),
+                                                         Shrinking(plugin)])
     finally:
         if saved is not None:
             os.environ["PYTEST_ADDOPTS"] = saved

@@ -27,6 +27,7 @@ from labkit.results import Status
 from labkit.sandbox.codec import OpaqueValue
 from labkit.sandbox.host import (
     GradingTimeout,
+    KitFault,
     Sandbox,
     WorkerCrashed,
     WorkerFailure,
@@ -83,6 +84,9 @@ class Grading:
     started: int = 0  # of them, begun so far
     progress: Progress | None = None
     outputs: dict[str, str] = field(default_factory=dict)  # by nodeid, read before shrinking
+    # by nodeid: whether the zygote that served the check outlived it (`Retrying` asks)
+    outlived: dict[str, bool] = field(default_factory=dict)
+    retried: list[BaseException] = field(default_factory=list)  # failures run again once
 
 
 # progress(k, n): check k of n has begun (for a live line on the student's terminal)
@@ -240,7 +244,7 @@ class GradingPlugin:
         output = grading.outputs.get(nodeid, session.output() if session else "")
         credit = grading.credits.get(nodeid)
         if session is not None and session.generations and \
-                not grading.sandbox.outlived(session.generations):
+                not grading.outlived.get(nodeid, True):
             # its worker killed the zygote: whatever it replied first, the check is the
             # same error in every run (a race between the reply and the kill otherwise)
             where = dict(self.order)[nodeid].split(".")[0]
@@ -303,6 +307,8 @@ class GradingPlugin:
         if isinstance(exc, WorkerTimeout):
             seconds = f"{self.lab.call_timeout:g}"
             return Outcome(Status.TIMEOUT, i18n.t("timeout", lang, where=where, seconds=seconds))
+        if isinstance(exc, KitFault):
+            return Outcome(Status.ERROR, i18n.t("kit_check", lang, where=where, detail=str(exc)))
         if isinstance(exc, WorkerCrashed):
             detail = exc.detail or _exit_detail(exc.exitcode)
             return Outcome(Status.ERROR, i18n.t("crashed", lang, where=where, detail=detail))
@@ -321,6 +327,84 @@ class GradingPlugin:
             if rel in (f"{stem}.py", f"{stem}/__init__.py"):
                 return rel
         return f"{stem}.py"
+
+
+class Retrying:
+    """Registered beside a `GradingPlugin`, in every grading: a check whose run met a
+    failure that may be the kit's is run once more, from a fresh worker.
+
+    The kit's own (`KitFault`: a worker starved of CPU past its limit, a sandbox that
+    did not start) and what a busy machine or another process can do to a worker from
+    outside (a SIGKILL, the zygote gone) look the same as a submission's doing on the
+    first run; on a second run, a submission does it again. So the second run's outcome
+    is the check's, except that a second `KitFault` makes the whole grading the kit's
+    failure (`Sandbox.failure`): never a point the student lost.
+    """
+
+    def __init__(self, plugin: GradingPlugin) -> None:
+        self.plugin = plugin
+        self._again: set[str] = set()  # nodeids being run the second time
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Any:
+        nodeid = pyfuncitem.nodeid
+        if nodeid in self._again:
+            return (yield)
+        grading = self.plugin.grading
+        failure: Exception | None = None
+        try:
+            result = yield
+        except Exception as exc:  # noqa: BLE001 - judged below, then raised again
+            failure = exc
+        session = grading.sessions.get(nodeid)
+        if session is None or not self._suspect(nodeid, failure, session):
+            if failure is not None:
+                raise failure
+            return result
+        # judged again below: never a reason for another run (a module whose import failed
+        # so stays failed for the checks after it)
+        grading.retried += [f for f in (failure, session.failure) if f is not None]
+        for module, broken in list(grading.broken.items()):
+            if broken is failure or broken is session.failure:  # an import it met: again too
+                del grading.broken[module]
+        session.restart()
+        session.generations.clear()
+        credit = grading.credits.get(nodeid)
+        if credit is not None:
+            credit.fraction, credit.wrong = None, ()
+        self._again.add(nodeid)
+        try:
+            again = pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
+        except KitFault as fault:
+            grading.sandbox.failure = fault
+            raise
+        finally:
+            self._again.discard(nodeid)
+            self._note_outlived(nodeid, session)
+        if isinstance(session.failure, KitFault):  # met, and caught by the grader's code
+            grading.sandbox.failure = session.failure
+        return again
+
+    def _suspect(self, nodeid: str, failure: Exception | None, session: Session) -> bool:
+        outlived = self._note_outlived(nodeid, session)
+        retried = self.plugin.grading.retried
+        return not outlived or any(_kit_suspect(f) and not any(f is r for r in retried)
+                                   for f in (failure, session.failure))
+
+    def _note_outlived(self, nodeid: str, session: Session) -> bool:
+        grading = self.plugin.grading
+        outlived = not session.generations or grading.sandbox.outlived(session.generations)
+        grading.outlived[nodeid] = outlived
+        return outlived
+
+
+def _kit_suspect(failure: BaseException | None) -> bool:
+    """Whether a failure may have come from outside the submission: the kit's own, or a
+    worker killed by SIGKILL (which the kit never sends a worker that answers in time,
+    and the kernel sends one the machine's memory pressure chose)."""
+    if isinstance(failure, KitFault):
+        return True
+    return isinstance(failure, WorkerCrashed) and failure.exitcode == -signal.SIGKILL
 
 
 class Shrinking:

@@ -39,7 +39,7 @@ import pytest
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine import _compat, cold
 from labkit.engine.assemble import assemble
-from labkit.engine.plugin import GradingPlugin, Progress, Shrinking, selected
+from labkit.engine.plugin import GradingPlugin, Progress, Retrying, Shrinking, selected
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
 from labkit.sandbox import protocol
@@ -431,7 +431,8 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None],
     statuses, without the extra calls that shrinking makes a grading pay.
     """
     plugin = BatchPlugin(lab, loop, zygote)
-    plugins: list[object] = [plugin, PlainReports()] + ([Shrinking(plugin)] if shrink else [])
+    plugins: list[object] = [plugin, PlainReports(), Retrying(plugin)]
+    plugins += [Shrinking(plugin)] if shrink else []
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
     try:
         code = pytest.main(cold.pytest_args(lab), plugins=plugins)

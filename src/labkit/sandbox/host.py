@@ -50,6 +50,10 @@ CHILD_MODULE = "labkit.sandbox.child.worker"  # what the zygote runs
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _START_SECONDS = 30.0
+# A call's time limit counts the time its worker could run: time spent waiting on the run
+# queue while other processes had the CPU is added on, up to this many times the limit in
+# all; past that, the machine starved it (`WorkerStarved`), unless it ran for a whole limit.
+MAX_STRETCH = 4.0
 
 
 class WorkerFailure(Exception):
@@ -59,7 +63,11 @@ class WorkerFailure(Exception):
 
 
 class WorkerTimeout(WorkerFailure):
-    """The worker did not answer within the call's time limit and was killed."""
+    """The worker did not answer within the call's time limit (`limit`, s) and was killed."""
+
+    def __init__(self, message: str, limit: float = 0.0) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class GradingTimeout(WorkerTimeout):
@@ -75,7 +83,19 @@ class WorkerCrashed(WorkerFailure):
         self.detail = detail
 
 
-class SandboxFailure(WorkerCrashed):
+class KitFault(WorkerFailure):
+    """The kit, not the student's code, failed a call: a check that meets one is run
+    again on a fresh worker (`labkit.engine.plugin.Retrying`), and one that meets it
+    twice makes the grading the kit's failure, never a point the student lost. Not a
+    `WorkerCrashed`: nothing here is the submission's doing."""
+
+
+class WorkerStarved(KitFault):
+    """The worker missed its deadline because the machine gave it too little CPU: it
+    waited to run for most of the time limit and ran for little of it (`_starved`)."""
+
+
+class SandboxFailure(KitFault):
     """The sandbox could not start a worker, even in a fresh zygote: the kit failed,
     not the submission (see `Sandbox.failure`)."""
 
@@ -272,6 +292,26 @@ def children(pid: int) -> list[int]:
     return _children(pid, threads)
 
 
+def run_queue_wait(pid: int) -> tuple[float, float]:
+    """Seconds process `pid`'s threads have waited on the run queue (summed), and seconds
+    it and its children have run, from `/proc` (`schedstat`: kernels with schedstats)."""
+    threads = os.listdir(f"/proc/{pid}/task")
+    waited = 0
+    for thread in threads:
+        with open(f"/proc/{pid}/task/{thread}/schedstat", "rb") as handle:
+            waited += int(handle.read().split()[1])
+    ran = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for process in (pid, *_children(pid, threads)):
+        try:
+            with open(f"/proc/{process}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        ran += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    return waited / 1e9, ran
+
+
 def _nspid(pid: int) -> list[int]:
     """`pid`'s pids in its PID namespace and each one above it, innermost last."""
     with open(f"/proc/{pid}/status", "rb") as handle:
@@ -294,6 +334,7 @@ class WorkerHandle:
         self._sent, self._answered = sent, 0  # requests sent (or made at start), answered
         self.ended: dict[str, Any] | None = None
         self._host_pid: int | None = None  # `pid` as this process sees it, once needed
+        self._waited: float | None = 0.0  # its threads' run-queue wait when a call began
 
     def request(self, header: dict[str, Any], blobs: list[bytes], timeout: float) -> Any:
         """Send one request and return the decoded reply header and blobs.
@@ -315,6 +356,8 @@ class WorkerHandle:
         if limit is not None and len(data) > limit:
             return False
         self._sent += len(requests)
+        if self._answered == self._sent - len(requests):  # the first of these starts now
+            self._mark_waited()
         try:
             protocol.write_all(self.wfd, data, deadline)
         except (protocol.ChannelTimeout, protocol.ChannelClosed) as exc:
@@ -329,11 +372,24 @@ class WorkerHandle:
         value, default now) is when the `timeout` started, so a call's questions and
         its reply share one limit."""
         deadline, error = self._deadline(timeout, since)
-        try:
-            reply, reply_blobs = self.reader.read(deadline)
-        except (protocol.ChannelTimeout, protocol.ChannelClosed, protocol.ProtocolError) as exc:
-            self._answered += 1
-            raise self._failed(exc, error) from None
+        started = time.monotonic() if since is None else since
+        while True:
+            try:
+                reply, reply_blobs = self.reader.read(deadline)
+                break
+            except protocol.ChannelTimeout as exc:
+                later = self._stretch(error, started)
+                if isinstance(later, float):
+                    deadline = later
+                    continue
+                self._answered += 1
+                self.stop()
+                raise later from exc
+            except (protocol.ChannelClosed, protocol.ProtocolError) as exc:
+                self._answered += 1
+                raise self._failed(exc, error) from None
+        if self._answered + 1 < self._sent:  # requests sent ahead: the next one's wait begins
+            self._mark_waited()
         if reply.get("id") != self._answered + 1:
             self.stop()
             raise WorkerCrashed(None, "reply out of order")
@@ -380,7 +436,7 @@ class WorkerHandle:
         grading = self.sandbox.deadline
         if grading is not None and grading < deadline:
             return grading, GradingTimeout("the grading ran out of time")
-        return deadline, WorkerTimeout(f"no answer within {timeout:g} s")
+        return deadline, WorkerTimeout(f"no answer within {timeout:g} s", timeout)
 
     def _failed(self, exc: Exception, error: WorkerFailure) -> WorkerFailure:
         """The worker is stopped; what to raise for `exc`."""
@@ -391,6 +447,49 @@ class WorkerHandle:
             return WorkerCrashed(self.stop()["exitcode"])
         self.stop()
         return WorkerCrashed(None, str(exc))
+
+    def _mark_waited(self) -> None:
+        """Note how long the worker's threads have waited on the run queue so far: a call's
+        time limit is stretched by what they wait from here (`_stretch`)."""
+        try:
+            if self._host_pid is None:
+                self._host_pid = self.sandbox.zygote.host_pid(self.pid)
+            self._waited = None if self._host_pid is None else run_queue_wait(self._host_pid)[0]
+        except (OSError, ValueError, IndexError):
+            self._waited = None
+
+    def _stretch(self, error: WorkerFailure, started: float) -> float | WorkerFailure:
+        """At a call's time limit: a later deadline if other processes kept the worker
+        from running, else what to raise.
+
+        The limit counts the time the call could run: what its threads waited on the
+        kernel's run queue since the call began is added on (a busy machine slows honest
+        code down; it must not make it time out), up to `MAX_STRETCH` times the limit in
+        all. A call still short of its time then was starved by the machine: the kit's
+        failure (`WorkerStarved`), unless its processes did run for a whole limit (code
+        that starves itself with threads or processes of its own). Code that sleeps or
+        deadlocks waits on no queue: its timeout comes at the limit, as before. The
+        grading's own deadline is never stretched.
+        """
+        if not isinstance(error, WorkerTimeout) or isinstance(error, GradingTimeout) \
+                or self._waited is None or error.limit <= 0:
+            return error
+        try:
+            waited, ran = run_queue_wait(self._host_pid or 0)
+        except (OSError, ValueError, IndexError):
+            return error
+        now, limit = time.monotonic(), error.limit
+        could_run = (now - started) - (waited - self._waited)
+        if could_run >= limit or ran >= limit:
+            return error
+        grading = self.sandbox.deadline
+        if grading is not None and now >= grading:
+            return GradingTimeout("the grading ran out of time")
+        if now - started < MAX_STRETCH * limit:
+            later = now + max(limit - could_run, 0.05)
+            return later if grading is None else min(later, grading)
+        return WorkerStarved(f"the machine was too busy: in {now - started:.1f} s the worker "
+                             f"could run for {could_run:.1f} s of its {limit:g} s")
 
     @property
     def idle(self) -> bool:
@@ -496,7 +595,7 @@ class Zygote:
             self._cleanup_scratch()
             self._remove_group()
             if not self._fall_back(str(exc)):
-                raise SandboxFailure(None, f"the sandbox did not start: {exc}") from None
+                raise SandboxFailure(f"the sandbox did not start: {exc}") from None
             self.start()
             return
         finally:
@@ -518,6 +617,18 @@ class Zygote:
             return None
         if self.choice.mode == "process":
             return pid
+        # the zygote's descendants first (a few, found from their parents' `children`)
+        seen, todo = 0, [self._process.pid]
+        while todo and seen < 64:
+            candidate = todo.pop()
+            seen += 1
+            try:
+                inner = _nspid(candidate)
+                if len(inner) > 1 and inner[-1] == pid:
+                    return candidate
+            except (OSError, IndexError):
+                continue
+            todo += children(candidate)
         parents: dict[int, int] = {}
         for name in os.listdir("/proc"):
             if name.isdigit():
@@ -642,7 +753,7 @@ class Zygote:
             reason = self._log_excerpt() or str(failure)
             self.close()
             if not self._fall_back(reason):
-                raise SandboxFailure(None, f"the sandbox did not start: {reason}") from None
+                raise SandboxFailure(f"the sandbox did not start: {reason}") from None
             self.start()
             self._receive(_START_SECONDS)
         self._ready = True
@@ -972,7 +1083,9 @@ class Sandbox:
         self.zygote = zygote or Zygote(config.isolation)
         self.deadline: float | None = None
         self._bundle: int | None = None
-        self.failure: SandboxFailure | None = None  # set when a worker could not be started
+        # set when the kit failed the grading: a worker could not be started, or a check
+        # met a `KitFault` twice (`labkit.engine.plugin.Retrying`)
+        self.failure: KitFault | None = None
 
     @property
     def isolation(self) -> str:
@@ -1053,8 +1166,8 @@ class Sandbox:
             self.zygote.close()
         try:
             return self.zygote.ask(message, fds)
-        except WorkerCrashed as exc:
-            self.failure = SandboxFailure(None, str(exc))
+        except (WorkerCrashed, SandboxFailure) as exc:
+            self.failure = SandboxFailure(str(exc))
             raise self.failure from None
 
     def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:
@@ -1069,7 +1182,7 @@ class Sandbox:
             if ended.get("dirty"):  # its folder could not be swept: never fork beside it
                 self.zygote.close()
             return ended
-        except (OSError, WorkerCrashed):
+        except (OSError, WorkerCrashed, SandboxFailure):
             if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
                 self.zygote.close()
             return {"killed": True, "exitcode": None}
