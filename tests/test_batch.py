@@ -571,3 +571,58 @@ def test_grading_processes_start_no_math_thread_pools(tmp_path):
         grader.stop(kill=True)
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         assert f"{name}=1".encode() in environ
+
+
+class _FlakyPool:
+    """A pool whose gradings fail as the kit's own (`KitFailure`) the first `fails[student]`
+    times, then pass: the batch's handling of such failures, without a real fault."""
+
+    jobs = 1
+
+    def __init__(self, fails: dict[str, int]) -> None:
+        self.fails, self.sent, self.queue = fails, [], []
+
+    @property
+    def load(self) -> int:
+        return len(self.queue)
+
+    def submit(self, task) -> None:
+        self.sent.append(task.entry.student)
+        self.queue.append(task)
+
+    def wait(self):
+        task = self.queue.pop(0)
+        if self.fails.get(task.entry.student, 0) > 0:
+            self.fails[task.entry.student] -= 1
+            task.kit_fault = True
+            return [(task, None, "not graded: labkit itself failed (the machine was too busy)")]
+        result = LabResult(lab="lab02", status=Status.PASS, score=1.0, max_score=1.0,
+                           duration_s=0.1, labkit_version="0", digest=task.files_digest,
+                           lang="en", isolation="bwrap")
+        return [(task, result.to_dict(), "")]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_kit_failure_is_graded_again_at_once_and_then_reported_not_graded(tmp_path):
+    """A grading the kit failed (a check that met a `KitFault` twice) is no loss: the batch
+    grades it again in the same run, and if the kit fails it again it is recorded as not
+    graded, to be graded on the next run, never as the submission's doing."""
+    subs = tmp_path / "class"
+    for name in ("once", "twice", "fine"):
+        folder(subs, name, SOLUTION)
+    pool = _FlakyPool({"once": 1, "twice": 2})
+    summary = batch.grade_many(LAB02, subs, tmp_path / "out",
+                               pool=lambda *args: pool)
+    results = current(summary.gradebook)
+    assert sorted(pool.sent) == ["fine", "once", "once", "twice", "twice"]
+    assert results["once"].status is Status.PASS and results["fine"].status is Status.PASS
+    assert results["twice"].status is Status.ERROR
+    assert "labkit itself failed" in results["twice"].message
+    assert rows(summary.gradebook, "SELECT retry FROM submissions WHERE student_id = 'twice'") \
+        == [(1,)]
+    pool = _FlakyPool({"twice": 1})  # the next run: the kit fails once more, then grades it
+    again = batch.grade_many(LAB02, subs, tmp_path / "out", pool=lambda *args: pool)
+    assert pool.sent == ["twice", "twice"] and again.skipped == 2
+    assert current(summary.gradebook)["twice"].status is Status.PASS

@@ -256,6 +256,12 @@ def grade_many(
                             message = " ".join(filter(None, (result.message, task.note)))
                             result = dataclasses.replace(result, message=message)
                         finish(task, result)
+                    elif task.kit_fault and not task.regraded:  # once more, now
+                        task.kit_fault, task.regraded = False, True
+                        workers.submit(task)
+                    elif task.kit_fault:  # not graded, never a loss: again on the next run
+                        finish(task, error_result(lab, failure, lang, task.files_digest,
+                                                  max_score), retry=True)
                     elif task.retried:  # the second time in a row: it is the submission
                         text = i18n.t("kit_failed_twice", task.lang, detail=failure)
                         finish(task, error_result(lab, text, lang, task.files_digest,
@@ -312,6 +318,8 @@ class _Task:
     serial: int = 0
     lang: str = "en"
     retried: bool = False  # its last grading, of the same files and setup, was the kit's failure
+    kit_fault: bool = False  # its grading just now failed, and the kit knew it for its own
+    regraded: bool = False  # sent again in this run after such a failure
 
 
 def _read(lab: LabSpec, entry: submissions.Entry, lang: str, max_unpacked: int,
@@ -496,6 +504,7 @@ class _Pool:
                         if "result" in message:
                             finished.append((task, message["result"], ""))
                         else:
+                            task.kit_fault = message.get("kit") is True
                             finished.append((task, None, _died(task, str(message.get("error")))))
                             failed = True
                 if failed:  # it ends after a failure: nobody else is graded there

@@ -166,10 +166,19 @@ class DaskPool:
             if not done and self.client.status != "running":
                 raise batch.BatchError(f"lost the Dask scheduler at {self.address}")
             tasks = [(self.running.pop(future), future) for future in done]
+            # a result held by a worker that died before it was fetched: the grading went
+            # well, so it is simply made again
+            lost = [(task, future) for task, future in tasks
+                    if future.status == "lost" and self.client.status == "running"]
+            for task, future in lost:
+                future.release()
+                self.queue.appendleft(task)
+            again = {id(future) for _, future in lost}
             self._dispatch()  # the next gradings start before these results are fetched
             for task, future in tasks:
-                finished.append(self._outcome(task, future))
-                future.release()
+                if id(future) not in again:
+                    finished.append(self._outcome(task, future))
+                    future.release()
         return finished
 
     def _outcome(self, task: batch._Task, future: Future) -> batch.Finished:
@@ -179,6 +188,7 @@ class DaskPool:
             outcome: dict[str, Any] = json.loads(future.result())
             if "fatal" in outcome:
                 raise batch.BatchError(str(outcome["fatal"]))
+            task.kit_fault = outcome.get("kit") is True
             return task, outcome.get("result"), str(outcome.get("failure", ""))
         if future.status != "error":  # cancelled or lost: the scheduler went away
             raise batch.BatchError(f"lost the Dask scheduler at {self.address}")

@@ -111,7 +111,8 @@ class GradingPlugin(WorkerPlugin):
         if isinstance(reply, dict):  # an error reply: that process ends after it
             detail = str(reply.get("error") or "").splitlines()
             self._replace(grader, kill=False)
-            return {"failure": i18n.t("kit_failed", lang, detail=detail[0][:200] if detail else "")}
+            return {"failure": i18n.t("kit_failed", lang, detail=detail[0][:200] if detail else ""),
+                    "kit": reply.get("kit") is True}
         self._replace(grader, kill=True)
         if reply == "overran":
             return {"failure": i18n.t("batch_wall_limit", lang, seconds=f"{self.wall:g}")}

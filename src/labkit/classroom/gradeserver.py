@@ -12,7 +12,10 @@ the student's code influenced):
 
     -> {"op": "init", "lab": {...LabSpec.to_dict()...}}      <- {"ready": true, "pid": N}
     -> {"op": "grade", "id": 7, "lang": "en", "files": [names]}, one blob per file
-    <- {"id": 7, "result": {...labkit.result/1...}}  or  {"id": 7, "error": "..."}
+    <- {"id": 7, "result": {...labkit.result/1...}}  or  {"id": 7, "error": "...", "kit": bool}
+
+`kit` is true when the kit knew the failure for its own (`KitFailure`: a check met it
+twice); the batch then grades the submission again rather than suspect it.
 
 Each result's `host` is this machine's name, or the init message's `host` when the
 process that started this one says more (a Dask worker adds its address).
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING
 from labkit import fileset
 from labkit.course.catalogue import LabSpec
 from labkit.engine import warm
+from labkit.engine.cold import KitFailure
 from labkit.sandbox import protocol
 
 if TYPE_CHECKING:
@@ -69,7 +73,8 @@ def serve(requests: int, replies: int) -> None:
                 # Whatever failed (the sandbox, the engine) may fail the next student too:
                 # end here, and the batch starts a fresh grading process.
                 protocol.write_message(replies, {"id": request.get("id"),
-                                                 "error": f"{type(exc).__name__}: {exc}"})
+                                                 "error": f"{type(exc).__name__}: {exc}",
+                                                 "kit": isinstance(exc, KitFailure)})
                 return
             protocol.write_message(replies, {"id": request.get("id"), "result": result.to_dict()})
 
