@@ -73,3 +73,18 @@ def test_settings_read_the_environment_they_are_given():
     assert settings.flag(settings.DEBUG, environ) and not settings.flag(settings.DAEMON, environ)
     assert settings.in_ci(environ) and not settings.in_ci({})
     assert settings.get(settings.RUNTIME_DIR, environ) == ""
+
+
+def test_time_scale_stretches_every_lab_limit_and_nothing_else(monkeypatch, tmp_path):
+    """LABKIT_TIME_SCALE multiplies each lab's call and grading limits (slow machines,
+    CI), within 1 to 20; a typo or a shrink is ignored."""
+    from labkit.course.catalogue import parse_catalogue
+
+    text = ('format = 1\n[[lab]]\nid = "lab99"\ntitle.en = "T"\ntitle.es = "T"\n'
+            'files = ["t.py"]\nmodules = ["t"]\ncall_timeout = 2.0\ngrade_timeout = 50.0\n')
+    for value, scale in (("", 1.0), ("3", 3.0), ("0.5", 1.0), ("fast", 1.0), ("nan", 1.0),
+                         ("1e9", settings.MAX_TIME_SCALE)):
+        monkeypatch.setenv(settings.TIME_SCALE, value)
+        (lab,) = parse_catalogue(text, tmp_path)
+        assert (lab.call_timeout, lab.grade_timeout) == (2.0 * scale, 50.0 * scale)
+        assert settings.time_scale() == scale

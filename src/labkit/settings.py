@@ -17,6 +17,8 @@ DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
 AUTOGRADER_ROOT = "LABKIT_AUTOGRADER_ROOT"  # the Gradescope tree (default /autograder)
 PROCESS_NOBODY = "LABKIT_PROCESS_NOBODY"  # 1: process mode as root runs workers as 65534
 SCHEDULER = "LABKIT_SCHEDULER"  # a Dask scheduler for `labkit batch` (its --scheduler)
+TIME_SCALE = "LABKIT_TIME_SCALE"  # stretch every time limit (never a timed judgement): 1 to 20
+MAX_TIME_SCALE = 20.0
 
 
 def get(name: str, environ: Mapping[str, str] | None = None) -> str:
@@ -38,3 +40,14 @@ def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
 def in_ci(environ: Mapping[str, str] | None = None) -> bool:
     """Whether this runs under CI (`CI` set), where no daemon is left behind."""
     return flag("CI", environ)
+
+
+def time_scale(environ: Mapping[str, str] | None = None) -> float:
+    """How much to stretch the labs' time limits on a slow machine (`LABKIT_TIME_SCALE`):
+    a number from 1 to 20, default 1. Anything else is ignored: a typo must not turn a
+    limit off, nor shrink one below what the lab declares."""
+    try:
+        value = float(get(TIME_SCALE, environ) or 1.0)
+    except ValueError:
+        return 1.0
+    return min(max(value, 1.0), MAX_TIME_SCALE) if value == value else 1.0

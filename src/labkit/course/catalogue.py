@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from labkit import i18n
+from labkit import i18n, settings
 from labkit.course.checks import LabChecks, load_checks
 from labkit.course.material import FORMAT, CourseError, Table, parse_toml
 from labkit.errors import LabkitError
@@ -156,8 +156,11 @@ def _lab(data: object, number: int, root: Path) -> LabSpec:
     files = entry.strings("files", required=True, paths=True)
     modules = entry.strings("modules", required=True)
     sys_path = entry.strings("sys_path", paths=True)
-    call_timeout = entry.number("call_timeout", DEFAULT_CALL_TIMEOUT, positive=True)
-    grade_timeout = entry.number("grade_timeout", DEFAULT_GRADE_TIMEOUT, positive=True)
+    # LABKIT_TIME_SCALE stretches the limits here, once: every user of a LabSpec (the
+    # engine, the batch's wall limit, the messages) sees the same stretched numbers
+    scale = settings.time_scale()
+    call_timeout = scale * entry.number("call_timeout", DEFAULT_CALL_TIMEOUT, positive=True)
+    grade_timeout = scale * entry.number("grade_timeout", DEFAULT_GRADE_TIMEOUT, positive=True)
     share_worker = entry.flag("share_worker")
     timed = entry.flag("timed")
     return LabSpec(
