@@ -18,4 +18,6 @@ fi
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 python3 -m ruff check src tests grader solutions benchmarks
 python3 -m mypy
-python3 -m pytest "$@"
+# Every core; the tests that grade a lab whose checks time calls share one worker
+# (tests/conftest.py groups them), as `labkit batch` gives each timed grading a core.
+python3 -m pytest -n "${LABKIT_TEST_JOBS:-auto}" --dist loadgroup "$@"

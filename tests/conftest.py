@@ -1,7 +1,8 @@
+import contextlib
 import os
-import subprocess
+import secrets
+import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # `labkit grade` would leave warm grading daemons behind; tests that want one say so
 # (tests/test_daemon.py), in a runtime folder of their own.
 os.environ["LABKIT_DAEMON"] = "0"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that grade a lab whose checks time calls (`timed` in the catalogue) run one
+    after another on one xdist worker (`--dist loadgroup`), as a batch grades such a lab
+    at most once per core; the rest spread over the other workers."""
+    from labkit.course.catalogue import catalogue
+
+    timed = [lab.id for lab in catalogue() if lab.timed]
+    for item in items:
+        if any(lab_id in item.nodeid for lab_id in timed):
+            item.add_marker(pytest.mark.xdist_group("timed"))
 
 
 @pytest.fixture()
@@ -32,6 +45,19 @@ def daemons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def token() -> Iterator[str]:
     """A number no other process's command line holds: the `sleep` an attack leaves."""
-    value = str(10**6 + os.getpid() % 10**5 + int(time.time()) % 1000)
+    value = str(10**8 + secrets.randbelow(9 * 10**8))  # tests run side by side: random
     yield value
-    subprocess.run(["pkill", "-KILL", "-f", f"sleep {value}"], check=False)
+    for pid in _processes_holding(["sleep", value]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _processes_holding(argv: list[str]) -> list[int]:
+    """Processes whose command line is exactly `argv` (with a number no other holds)."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes() == wanted:
+                found.append(int(entry.name))
+    return found

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import subprocess
+import sys
 import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit import fileset, settings
 from labkit.course.catalogue import LabSpec, catalogue, get_lab
-from labkit.engine.cold import grade_files
 from labkit.fileset import digest
 from labkit.results import LabResult
+from labkit.sandbox import isolation, protocol
 from labkit.student import daemon
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,29 +86,118 @@ _GRADED: dict[tuple[str, str, str], LabResult] = {}
 
 
 def grade_cached(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
-    """Grade files once per test session (the grader-quality tests and the kit's
-    self-check both grade every solution)."""
+    """Grade files once per test process, warm (the grader-quality tests and the kit's
+    self-check both grade every solution and stub)."""
     key = (lab.id, digest(files), lang)
     if key not in _GRADED:
-        _GRADED[key] = grade_files(lab, files, lang)
+        _GRADED[key] = grade_warm(lab, files, lang)
     return _GRADED[key]
 
 
 def grade_variant(variant: Variant, lang: str = "en") -> LabResult:
-    return grade_files(get_lab(variant.lab), variant.files(), lang)
+    """A variant graded as a class's submission is: by a warm grading process."""
+    return grade_warm(get_lab(variant.lab), variant.files(), lang)
 
 
-def daemon_pids(socket: Path | None = None) -> set[int]:
+class WarmGrader:
+    """One `labkit.classroom.gradeserver` process for a lab, as `labkit batch` starts
+    them: pytest, NumPy and the lab's graders loaded once, one zygote, one submission
+    graded per request. The grader-quality and hostile suites grade through it, so they
+    test the path a class is graded by, at a tenth of a cold grading's cost."""
+
+    def __init__(self, lab: LabSpec) -> None:
+        self.lab = lab
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        env = {**os.environ, **isolation.ONE_MATH_THREAD}
+        env.pop("PYTEST_ADDOPTS", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "labkit.classroom.gradeserver", str(req_r), str(rep_w)],
+            pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            env=env)
+        os.close(req_r)
+        os.close(rep_w)
+        self.requests, self.replies = req_w, rep_r
+        self.reader = protocol.Reader(rep_r)
+        self.serial = 0
+        protocol.write_message(self.requests, {"op": "init", "lab": lab.to_dict()})
+        ready, _ = self.reader.read(time.monotonic() + READY_SECONDS)
+        assert ready.get("ready"), ready
+
+    def grade(self, files: dict[str, bytes], lang: str = "en") -> LabResult:
+        self.serial += 1
+        names, blobs = fileset.as_blobs(files)
+        protocol.write_message(self.requests, {"op": "grade", "id": self.serial, "lang": lang,
+                                               "files": names}, blobs)
+        limit = self.lab.grade_timeout + self.lab.call_timeout + 60
+        reply, _ = self.reader.read(time.monotonic() + limit)
+        if "result" not in reply:  # the process ends after an error: the next one is fresh
+            self.close()
+            raise AssertionError(f"{self.lab.id}: the grading process failed: {reply}")
+        return LabResult.from_dict(reply["result"])
+
+    def close(self) -> None:
+        for fd in (self.requests, self.replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_WARM: dict[tuple[str, str], WarmGrader] = {}
+
+
+def grade_warm(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
+    """`files` graded by this process's warm grading process for `lab` (one per lab and
+    isolation mode, started on first use, ended with the test session)."""
+    key = (lab.id, settings.get(settings.ISOLATION))
+    grader = _WARM.get(key)
+    if grader is None or grader.process.poll() is not None:
+        grader = _WARM[key] = WarmGrader(lab)
+    try:
+        return grader.grade(files, lang)
+    except (AssertionError, protocol.ChannelClosed, protocol.ChannelTimeout):
+        _WARM.pop(key, None)
+        grader.close()
+        raise
+
+
+@atexit.register
+def _close_warm() -> None:
+    for grader in _WARM.values():
+        grader.close()
+    _WARM.clear()
+
+
+def lost_checks(result: LabResult) -> list[tuple[str, str, float, str]]:
+    """Each check that lost points: (id, status, points, message), for an assertion to
+    print, so that a failure says what was lost and why without running it again."""
+    return [(c.id, c.status.value, c.points, c.message) for c in result.checks
+            if c.points < c.max_points]
+
+
+def daemon_pids(socket: Path | None = None, under: Path | None = None) -> set[int]:
     """Processes started as a grading daemon (`python -m labkit.student.daemon`), for `socket` only
-    if given, whether serving or about to exit."""
+    if given, or for a socket anywhere under `under`, whether serving or about to exit.
+    (Tests run beside each other: a test counts only the daemons it could have started.)"""
     found = set()
     for entry in Path("/proc").iterdir():
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"labkit.student.daemon" in argv and (socket is None or bytes(socket) in argv):
-            found.add(int(entry.name))
+        if b"labkit.student.daemon" not in argv:
+            continue
+        if socket is not None and bytes(socket) not in argv:
+            continue
+        if under is not None and not any(arg.startswith(bytes(under) + b"/") for arg in argv):
+            continue
+        found.add(int(entry.name))
     return found
 
 

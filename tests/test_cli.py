@@ -163,10 +163,9 @@ def test_real_executable_end_to_end(tmp_path):
     assert "labkit" in module.stdout
 
 
-def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
+def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running(tmp_path):
     labkit = shutil.which("labkit") or pytest.skip("labkit console script not installed")
-    before = daemon_pids()
-    env = {**os.environ, "LANG": "C.UTF-8", "LABKIT_DAEMON": "1",
+    env = {**os.environ, "LANG": "C.UTF-8", "LABKIT_DAEMON": "1", "TMPDIR": str(tmp_path),
            "PATH": f"{Path(labkit).parent}{os.pathsep}{os.environ['PATH']}"}
     demo = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env,
                           capture_output=True, text=True, timeout=300)
@@ -175,9 +174,9 @@ def test_the_readme_demo_grades_stub_and_solution_and_leaves_nothing_running():
     assert f"Total: 0 / {full} points" in demo.stdout
     assert f"Total: {full} / {full} points" in demo.stdout
     deadline = time.monotonic() + 30  # one still starting finds its folder gone and leaves
-    while not daemon_pids() <= before and time.monotonic() < deadline:
+    while daemon_pids(under=tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert daemon_pids() <= before
+    assert daemon_pids(under=tmp_path) == set()
 
 
 @pytest.mark.parametrize(

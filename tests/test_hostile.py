@@ -42,6 +42,7 @@ HAVE_BWRAP = shutil.which("bwrap") is not None
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 CALL_TIMEOUT = 1.0  # the test lab's limits: hostile cases end fast
 GRADE_TIMEOUT = 30.0
+WALL_BACKSTOP = 4  # a grading's wall time may be this many times its bound of work
 NEEDS_BWRAP = pytest.mark.skipif(not HAVE_BWRAP, reason="bwrap is not installed")
 
 
@@ -122,12 +123,16 @@ def test_hostile_submission_is_contained(variant: Variant, mode: str, arena, mon
     before = fingerprint(kit_files(lab.id) + watched)
     host_tmp = set(os.listdir("/tmp"))
 
-    started = time.monotonic()
+    started, times = time.monotonic(), os.times()
     result = grade_files(lab, fill(variant.files(), fills))
-    elapsed = time.monotonic() - started
+    elapsed, after = time.monotonic() - started, os.times()
+    # The work the grading cost (this process, and the sandbox it started and reaped),
+    # which a busy machine does not inflate; the wall clock only as a backstop.
+    work = sum(after[:4]) - sum(times[:4])
+    bound = entry.get("max_seconds", 10)
 
     assert result.isolation == mode
-    assert elapsed <= entry.get("max_seconds", 10), result.checks
+    assert work <= bound and elapsed <= WALL_BACKSTOP * bound, (work, elapsed, result.checks)
     assert_graded_as_expected(variant, result)
     assert survivors() == []
     assert fingerprint(kit_files(lab.id) + watched) == before
@@ -247,7 +252,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "ws" / "broadcasting.py")
     started = time.monotonic()
     assert refused(lab, tmp_path / "ws") == "broadcasting.py is not a regular file: FIFO"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # a read would block for ever
 
 
 def test_a_device_is_refused(tmp_path):

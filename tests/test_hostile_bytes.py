@@ -378,9 +378,9 @@ def test_a_notebook_past_a_bound_is_that_students_error():
 def test_notebook_text_that_no_parser_should_choke_on():
     lone = cells("x = 1  # \ud800")  # JSON: "\\ud800", which decodes to a lone surrogate
     assert parse(lone).files["m.py"] == "x = 1  # \ufffd\n".encode()
-    started = time.monotonic()
+    started = time.process_time()  # this process's work, whatever else the machine runs
     blanks = parse(cells("x = 1\n" + " " * 20_000 + "y = 2", "!ls\n" + " " * 20_000))
-    assert time.monotonic() - started < 2  # linear: the pattern it replaced took 6 s here
+    assert time.process_time() - started < 2  # linear: the pattern it replaced took 6 s here
     assert [(d.cell, d.line) for d in blanks.dropped] == [(2, 1)]
     deep = parse(cells("x = " + "-" * 100_000 + "1", "y = " + "a." * 100_000 + "b"))
     assert deep.files["m.py"].startswith(b"x = ---")  # graded as is: the worker says why

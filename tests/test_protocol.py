@@ -264,10 +264,10 @@ def npy_header(descr, shape) -> bytes:
      ("x" * (codec.MAX_STRING + 1), [])],
 )
 def test_values_over_the_element_and_item_limits_are_refused_before_they_are_built(tree, blobs):
-    started = time.monotonic()
+    started = time.process_time()  # this process's work, whatever else the machine runs
     with pytest.raises(ProtocolError):
         codec.decode_value(tree, blobs)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
 
 
 def test_an_array_at_the_element_limit_still_travels():
@@ -281,10 +281,10 @@ def test_an_array_at_the_element_limit_still_travels():
 def test_a_header_of_too_many_values_is_refused_before_it_is_parsed(values):
     head = b'{"v": [' + values + b'], "blobs": []}' if not values.startswith(b'"') \
         else b'{"v": {' + values + b'}, "blobs": []}'
-    started = time.monotonic()
+    started = time.process_time()  # this process's work, whatever else the machine runs
     with pytest.raises(ProtocolError, match="values"):
         protocol.unpack(struct.pack(">I", len(head)) + head)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
 
 
 def test_commas_inside_strings_are_not_values():
