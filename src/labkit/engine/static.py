@@ -104,6 +104,12 @@ _PLAIN_DUNDERS = frozenset({
 })
 _REACH_IN_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__",
                              "__dict__"})
+# NumPy's documented, read-only introspection that the two rules above would catch: an
+# array's interface dict (a fresh dict of plain values: shape, strides, typestr and the
+# data pointer as an int) and `arr.ctypes.data` (the same pointer; any other attribute
+# of `arr.ctypes` leads to the ctypes module). Read only: a store is still a reach-in.
+_READ_ONLY_DUNDERS = frozenset({"__array_interface__"})
+_CTYPES_READ = "data"  # `<array>.ctypes.data`, nothing else of `.ctypes`
 # What a submission may read of `sys`; the rest (`modules`, `_getframe`, `settrace`,
 # `path`, `meta_path`, ...) belongs to the interpreter.
 _SYS_ALLOWED = frozenset({
@@ -349,6 +355,12 @@ class _Walk:
         self.modules: dict[str, str] = {}
         self._find_module_aliases()
         self.literal_lookups: set[int] = set()  # `getattr(x, "name")` calls: judged by name
+        # `.ctypes` attributes read as `<expr>.ctypes.data`: an int, NumPy's data pointer
+        self.pointer_reads = {id(node.value) for node in nodes
+                              if isinstance(node, ast.Attribute) and node.attr == _CTYPES_READ
+                              and isinstance(node.ctx, ast.Load)
+                              and isinstance(node.value, ast.Attribute)
+                              and node.value.attr == "ctypes"}
 
     def _find_module_aliases(self) -> None:
         """Names bound to modules: by `import`, or by a plain `m = np.lib` assignment
@@ -416,7 +428,7 @@ class _Walk:
         """The rules every spelling of an attribute read meets (a ban first)."""
         otherwise = None
         if attr in _REACH_IN_ATTRS or (attr.startswith("__") and attr.endswith("__")
-                                       and attr not in _PLAIN_DUNDERS):
+                                       and attr not in _PLAIN_DUNDERS | _READ_ONLY_DUNDERS):
             otherwise = self._refuse("reach_in", node, what)
         elif attr in _TEXT_AS_CODE_ATTRS:
             otherwise = self._refuse("text_as_code", node, what)
@@ -487,6 +499,8 @@ class _Walk:
             yield self._refuse("reach_in", node, what)
         elif owner == "os" and self._os_refused(node.attr):
             yield self._refuse("reach_in", node, what)
+        elif id(node) in self.pointer_reads and owner is None:
+            yield _Named(node.attr, node.lineno, what, None)  # `arr.ctypes` read as `.data`
         else:
             yield from self._attribute_name(node.attr, node, what)
         if isinstance(node.ctx, ast.Store | ast.Del) and (
