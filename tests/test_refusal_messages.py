@@ -82,6 +82,16 @@ def test_hint_explains_the_refusal_not_the_algorithm(gc_graded, tmp_path, monkey
     assert i18n.pick(checks.get("broadcast_shape.matches_numpy").hint, "es") not in out
 
 
+def test_a_descriptor_read_costs_only_the_check_that_believes_the_worker():
+    files, line = _with("import os\nos.read(0, 0)")
+    lost = _lost(grade_files(LAB, files, "en"))
+    assert set(lost) == WORKER_CHECKS, lost
+    assert lost["sliding_windows.zero_copy_readonly"].startswith(
+        f"broadcasting.py, line {line + 1}: os.read ")
+    assert lost["sliding_windows.zero_copy_readonly"].endswith(
+        i18n.t("instead_in_process", "en"))
+
+
 @pytest.mark.parametrize(("source", "instead", "reach"), [
     ("import gc\n", "instead_imports", "process"),
     ("import sys\nf = sys._getframe(1)\n", "instead_arguments", "process"),

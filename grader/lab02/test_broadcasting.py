@@ -23,6 +23,7 @@ from hypothesis.extra import numpy as hnp
 
 from labkit.grading import (
     PROPERTY,
+    Refusal,
     as_array,
     as_float,
     check,
@@ -38,17 +39,31 @@ BROADCAST_HELPERS = ("broadcast_shapes", "broadcast", "broadcast_to", "broadcast
 WINDOW_HELPERS = ("sliding_window_view",)
 
 
+def _could_reach_a_helper(found: list[Refusal]) -> list[Refusal]:
+    """The refusals whose construct could reach a banned helper unseen. One that only
+    moves bytes through descriptors it did not open (`os.read(0, 100)`, `os.write`)
+    cannot, nor change a value judged here: it costs only the checks that believe a
+    worker's report."""
+    return [r for r in found if r.reach == "process"]
+
+
 @pytest.fixture
 def without_broadcast_helpers(submission):
     """Fails the check before any call if the source could reach NumPy's broadcasting
     helpers (or reaches into the interpreter, which could reach them unseen)."""
-    refuse(refusals(submission, BROADCAST_HELPERS))
+    refuse(_could_reach_a_helper(refusals(submission, BROADCAST_HELPERS)))
 
 
 @pytest.fixture
 def without_window_helpers(submission):
-    """The same for `sliding_window_view`; it also guards the zero-copy check, whose
-    facts (shares memory, read-only) are reported from inside the worker."""
+    """The same for `sliding_window_view`."""
+    refuse(_could_reach_a_helper(refusals(submission, WINDOW_HELPERS)))
+
+
+@pytest.fixture
+def believable_windows(submission):
+    """The zero-copy check's facts (shares memory, read-only) are reported from inside
+    the worker: they count only for a source that holds no refused construct at all."""
     refuse(refusals(submission, WINDOW_HELPERS))
 
 
@@ -388,7 +403,7 @@ def test_sliding_windows_values(student, case):
 
 
 @check("sliding_windows.zero_copy_readonly")
-@pytest.mark.usefixtures("without_window_helpers")
+@pytest.mark.usefixtures("believable_windows")
 def test_sliding_windows_zero_copy_readonly(student, submission):
     for x, window in [(np.arange(10.0), 3), (np.arange(20)[::2], 4), (np.arange(5.0), 5)]:
         seen = student.observe("sliding_windows", x, window)
