@@ -67,13 +67,14 @@ class Variant:
 
 
 def variants(kind: str) -> list[Variant]:
-    """Every variant under tests/<kind>/<lab>.toml (kind: mutants or hostile)."""
+    """Every variant under tests/<kind>/<lab>.toml (kind: mutants, hostile, or
+    alternatives: natural correct solutions that must earn full marks)."""
     found = []
     for lab in catalogue():
         path = TESTS / kind / f"{lab.id}.toml"
         if not path.is_file():
             continue
-        key = kind.removesuffix("s")  # [[mutant]] in mutants/, [[hostile]] in hostile/
+        key = kind.removesuffix("s")  # [[mutant]] in mutants/, [[alternative]] in alternatives/
         for entry in tomllib.loads(path.read_text(encoding="utf-8"))[key]:
             edits = entry.get("edits") or [entry]
             found.append(

@@ -33,13 +33,42 @@ REFUSED = {
     "f = open('/proc/self/mem', 'wb')\n": "reach_in",
     "import labkit.grading\n": "reach_in",
     "e = __builtins__\n": "reach_in",
+    # NumPy's read-only introspection allows reading, never writing or going further
+    "import numpy as np\na = np.ones(3)\na.__array_interface__ = {}\n": "reach_in",
+    "import numpy as np\nm = np.ones(3).ctypes._ctypes\n": "reach_in",
+    "import numpy as np\nc = np.ones(3).ctypes\np = c.data\n": "reach_in",
+    "import numpy as np\np = np.ones(3).ctypes.data_as(None)\n": "reach_in",
+    "import numpy as np\np = np.ones(3).__array_struct__\n": "reach_in",
+    "import numpy as np\nm = np._core._internal\nd = m.ctypes.data\n": "reach_in",
+    "import ctypes\n": "reach_in",
 }
+
+# Documented NumPy introspection a lab's README does not forbid: reading an array's own
+# facts (data pointer, buffer, bounds, strides, flags, base, overlap) is never refused.
+INTROSPECTION = [
+    'p = a.__array_interface__["data"][0]\n',
+    "p = a.__array_interface__.get('data')\n",
+    "p = getattr(a, '__array_interface__')['data']\n",
+    "p = a.ctypes.data\n",
+    "p = a.T.ctypes.data - a.base.ctypes.data\n",
+    "b = a.data\nm = memoryview(a)\n",
+    "low, high = np.lib.array_utils.byte_bounds(a)\n",
+    "from numpy.lib.array_utils import byte_bounds\nlow, high = byte_bounds(a)\n",
+    "s = a.strides\nf = a.flags.writeable\nc = a.flags['C_CONTIGUOUS']\nb = a.base\n",
+    "s = np.shares_memory(a, a[::2]) and np.may_share_memory(a, a[1:])\n",
+]
 
 
 @pytest.mark.parametrize(("source", "kind"), REFUSED.items())
 def test_what_is_refused(source, kind):
     found = refusals({"broadcasting.py": source.encode()}, BANNED)
     assert kind in {r.kind for r in found}, found
+
+
+@pytest.mark.parametrize("source", INTROSPECTION)
+def test_documented_numpy_introspection_is_never_refused(source):
+    files = {"broadcasting.py": ("import numpy as np\na = np.arange(6.0)\n" + source).encode()}
+    assert refusals(files, BANNED) == []
 
 
 @pytest.mark.parametrize("source", [

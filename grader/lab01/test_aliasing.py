@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import example, given, settings
@@ -412,50 +413,156 @@ def test_locked_count_exact_total(student):
         assert as_int(student.locked_count(n_threads, n_increments)) == n_threads * n_increments
 
 
+def _called(node: ast.AST, name: str) -> bool:
+    """A call of `name`: `x.name(...)`, or `name(...)` for a name imported as such."""
+    return isinstance(node, ast.Call) and _name_of(node.func) == name
+
+
+def _name_of(func: ast.expr) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else (
+        func.id if isinstance(func, ast.Name) else None)
+
+
+def _is_thread_class(node: ast.ClassDef) -> bool:
+    return any(_name_of(base) == "Thread" for base in node.bases)
+
+
+def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == name),
+                None)
+
+
+def _params(function: ast.FunctionDef | ast.Lambda) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+
+
+def _given_a_lock(call: ast.Call, params: list[str], locks: set[str]) -> set[str]:
+    """The parameters of the threads' function that `call` (a `Thread(target=f,
+    args=..., kwargs=...)`, or `f(...)` for a Thread subclass's `__init__` without its
+    `self`) hands one of `locks`."""
+    def is_lock(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id in locks
+
+    given = set()
+    keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    positional = list(call.args)
+    if _called(call, "Thread"):
+        spread = keywords.get("args")
+        positional = list(spread.elts) if isinstance(spread, ast.Tuple | ast.List) else []
+        spread = keywords.get("kwargs")
+        keywords = {k.value: v for k, v in zip(spread.keys, spread.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)} \
+            if isinstance(spread, ast.Dict) else {}
+    given.update(name for name, value in zip(params, positional, strict=False) if is_lock(value))
+    given.update(name for name, value in keywords.items() if name in params and is_lock(value))
+    return given
+
+
+def _thread_code(tree: ast.Module, function: ast.FunctionDef,
+                 locks: set[str]) -> list[tuple[ast.AST, Callable[[ast.expr], bool]]]:
+    """The code `locked_count`'s threads run, each with a test of whether an expression
+    there is the shared lock: a function nested in `locked_count` (the lock a closure
+    name), a function given as `Thread(target=...)` (also a parameter the Thread's
+    `args`/`kwargs` hand the lock), or the `run` method of a module-level `Thread`
+    subclass that `locked_count` instantiates (also `self.<attr>` set in its `__init__`
+    from a parameter given the lock, or from a module-level lock)."""
+    nested = {node.name: node for node in ast.walk(function)
+              if isinstance(node, ast.FunctionDef) and node is not function}
+    top = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    classes = {node.name: node for node in tree.body
+               if isinstance(node, ast.ClassDef) and _is_thread_class(node)}
+
+    def named(names: set[str]) -> Callable[[ast.expr], bool]:
+        return lambda e: isinstance(e, ast.Name) and e.id in names
+
+    code: list[tuple[ast.AST, Callable[[ast.expr], bool]]] = [
+        (node, named(locks)) for node in ast.walk(function)
+        if isinstance(node, ast.FunctionDef | ast.Lambda) and node is not function]
+    for call in (node for node in ast.walk(function) if isinstance(node, ast.Call)):
+        if _called(call, "Thread"):
+            target = next((k.value for k in call.keywords if k.arg == "target"),
+                          call.args[1] if len(call.args) > 1 else None)
+            if isinstance(target, ast.Name) and target.id in {**top, **nested}:
+                run = nested.get(target.id) or top[target.id]
+                code.append((run, named(locks | _given_a_lock(call, _params(run), locks))))
+        elif isinstance(call.func, ast.Name) and call.func.id in classes:
+            cls = classes[call.func.id]
+            init, run = _method(cls, "__init__"), _method(cls, "run")
+            if run is None or not _params(run):
+                continue
+            held = set(locks)
+            if init is not None and _params(init):
+                held |= _given_a_lock(call, _params(init)[1:], locks)
+                me = _params(init)[0]
+                attrs = {target.attr for node in ast.walk(init) if isinstance(node, ast.Assign)
+                         and named(held)(node.value) for target in node.targets
+                         if isinstance(target, ast.Attribute) and named({me})(target.value)}
+            else:
+                attrs = set()
+            me_run = _params(run)[0]
+            code.append((run, lambda e, attrs=attrs, me=me_run: named(locks)(e) or (
+                isinstance(e, ast.Attribute) and e.attr in attrs and named({me})(e.value))))
+    return code
+
+
+def _rebinds(tree: ast.Module, name: str) -> bool:
+    """Whether a module-level statement other than a `def` binds `name` (an assignment,
+    an import, a class): then the `def` read here need not be what runs."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                return True
+            continue  # a def is read as `found`; a class's body binds its own names
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Store):
+                return True
+            if isinstance(sub, ast.alias) and (sub.asname or sub.name) == name:
+                return True
+            if isinstance(sub, ast.ClassDef | ast.FunctionDef) and sub.name == name:
+                return True
+    return False
+
+
 def _lock_in_source(submission) -> str | None:
     """What the source of `locked_count` lacks of the contract's shape, read here: a
-    `threading.Lock()` made once (in its body or at module level, never per thread),
-    taken (`with` or `acquire`) inside a function it defines, threads made with
-    `threading.Thread`, started and joined; None when nothing is missing."""
+    `threading.Lock()` made once (at module level, or in its body outside any loop and
+    any nested function: never one per thread), taken (`with` or `acquire`) in the code
+    its threads run (`_thread_code`: a nested function, a function given as `target=`,
+    or a `Thread` subclass's `run`, the lock reaching it as a closure name, an argument
+    or an attribute), threads made with `threading.Thread` or a subclass of it, started
+    and joined; None when nothing is missing."""
     try:
         tree = ast.parse(bytes(submission["aliasing.py"]))
     except (SyntaxError, ValueError, KeyError):
         return "no_lock"
     found = [node for node in tree.body
              if isinstance(node, ast.FunctionDef) and node.name == "locked_count"]
-    if not found:
-        return "no_lock"
+    if len(found) != 1 or _rebinds(tree, "locked_count"):
+        return "no_lock"  # the source read must be the function that runs
     function = found[0]
-    nested = [node for node in ast.walk(function)
-              if isinstance(node, ast.FunctionDef | ast.Lambda) and node is not function]
-    inner = {id(node) for n in nested for node in ast.walk(n)}
-
-    def called(node: ast.AST, name: str) -> bool:
-        """A call of `name`: `x.name(...)`, or `name(...)` for a name imported as such."""
-        if not isinstance(node, ast.Call):
-            return False
-        func = node.func
-        return (func.attr if isinstance(func, ast.Attribute)
-                else func.id if isinstance(func, ast.Name) else None) == name
-
+    repeated = [node for node in ast.walk(function) if node is not function and isinstance(
+        node, ast.FunctionDef | ast.Lambda | ast.For | ast.While)]
+    inner = {id(node) for n in repeated for node in ast.walk(n)}
     once = [*tree.body, *(node for node in ast.walk(function) if id(node) not in inner)]
     locks = {target.id for node in once
-             if isinstance(node, ast.Assign) and called(node.value, "Lock")
+             if isinstance(node, ast.Assign) and _called(node.value, "Lock")
              for target in node.targets if isinstance(target, ast.Name)}
     taken = any(
-        (isinstance(node, ast.With) and any(isinstance(item.context_expr, ast.Name)
-                                            and item.context_expr.id in locks
-                                            for item in node.items))
-        or (called(node, "acquire") and isinstance(node.func.value, ast.Name)
-            and node.func.value.id in locks)
-        for n in nested for node in ast.walk(n))
+        (isinstance(node, ast.With) and any(is_lock(item.context_expr) for item in node.items))
+        or (_called(node, "acquire") and isinstance(node.func, ast.Attribute)
+            and is_lock(node.func.value))
+        for code, is_lock in _thread_code(tree, function, locks) for node in ast.walk(code))
     if not locks or not taken:
         return "no_lock"
+    classes = {node.name for node in tree.body
+               if isinstance(node, ast.ClassDef) and _is_thread_class(node)}
     nodes = list(ast.walk(function))
-    if not (any(called(node, "Thread") for node in nodes)
-            and any(called(node, "start") for node in nodes)):
+    if not (any(_called(node, "Thread") or (isinstance(node, ast.Call)
+                                            and _name_of(node.func) in classes)
+                for node in nodes)
+            and any(_called(node, "start") for node in nodes)):
         return "wrong_thread_count"
-    if not any(called(node, "join") for node in nodes):
+    if not any(_called(node, "join") for node in nodes):
         return "threads_not_joined"
     return None
 

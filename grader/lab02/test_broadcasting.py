@@ -23,6 +23,7 @@ from hypothesis.extra import numpy as hnp
 
 from labkit.grading import (
     PROPERTY,
+    Refusal,
     as_array,
     as_float,
     check,
@@ -38,17 +39,31 @@ BROADCAST_HELPERS = ("broadcast_shapes", "broadcast", "broadcast_to", "broadcast
 WINDOW_HELPERS = ("sliding_window_view",)
 
 
+def _could_reach_a_helper(found: list[Refusal]) -> list[Refusal]:
+    """The refusals whose construct could reach a banned helper unseen. One that only
+    moves bytes through descriptors it did not open (`os.read(0, 100)`, `os.write`)
+    cannot, nor change a value judged here: it costs only the checks that believe a
+    worker's report."""
+    return [r for r in found if r.reach == "process"]
+
+
 @pytest.fixture
 def without_broadcast_helpers(submission):
     """Fails the check before any call if the source could reach NumPy's broadcasting
     helpers (or reaches into the interpreter, which could reach them unseen)."""
-    refuse(refusals(submission, BROADCAST_HELPERS))
+    refuse(_could_reach_a_helper(refusals(submission, BROADCAST_HELPERS)))
 
 
 @pytest.fixture
 def without_window_helpers(submission):
-    """The same for `sliding_window_view`; it also guards the zero-copy check, whose
-    facts (shares memory, read-only) are reported from inside the worker."""
+    """The same for `sliding_window_view`."""
+    refuse(_could_reach_a_helper(refusals(submission, WINDOW_HELPERS)))
+
+
+@pytest.fixture
+def believable_windows(submission):
+    """The zero-copy check's facts (shares memory, read-only) are reported from inside
+    the worker: they count only for a source that holds no refused construct at all."""
     refuse(refusals(submission, WINDOW_HELPERS))
 
 
@@ -56,6 +71,14 @@ def _is_int(n: object) -> bool:
     """Python or NumPy integers count (the lab's README: numbers come back as Python or
     NumPy scalars); bools do not."""
     return isinstance(n, int | np.integer) and not isinstance(n, bool)
+
+
+def _ints(value: object, key: str) -> tuple:
+    """A shape or strides as a tuple, or the check fails with `key`: the README accepts a
+    tuple or a list of ints (Python or NumPy) wherever it asks for a tuple of ints."""
+    if not isinstance(value, tuple | list) or not all(_is_int(n) for n in value):
+        fail(key)
+    return tuple(value)
 
 
 def _expect_value_error(call, *shapes) -> None:
@@ -124,17 +147,15 @@ def _broadcast(student, *shapes):
     )
 )
 def test_broadcast_shape_matches_numpy(student, case):
-    got = _broadcast(student, *case.input_shapes)
-    if not isinstance(got, tuple) or not all(_is_int(n) for n in got):
-        fail("not_a_tuple_of_ints")
+    got = _ints(_broadcast(student, *case.input_shapes), "not_a_tuple_of_ints")
     assert got == np.broadcast_shapes(*case.input_shapes)
 
 
 @check("broadcast_shape.rejects_incompatible")
 @pytest.mark.usefixtures("without_broadcast_helpers")
 def test_broadcast_shape_rejects_incompatible(student):
-    assert _broadcast(student) == ()
-    assert _broadcast(student, (0,), (1,)) == (0,)
+    assert _ints(_broadcast(student), "not_a_tuple_of_ints") == ()
+    assert _ints(_broadcast(student, (0,), (1,)), "not_a_tuple_of_ints") == (0,)
     incompatible = [
         ((3,), (4,)), ((2, 1), (8, 4, 3)), ((5, 1, 2), (1, 3, 2), (5, 3, 4)), ((0,), (2,))
     ]
@@ -148,10 +169,8 @@ _ITEMSIZES = st.sampled_from([1, 2, 4, 8, 16, 3, 12])
 
 
 def _strides_match(function, order: str, shape: tuple[int, ...], itemsize: int) -> None:
-    got = function(shape, itemsize)
-    if not isinstance(got, tuple | list) or not all(_is_int(n) for n in got):
-        fail("strides_not_ints")
-    assert tuple(got) == np.empty(shape, dtype=f"V{itemsize}", order=order).strides
+    got = _ints(function(shape, itemsize), "strides_not_ints")
+    assert got == np.empty(shape, dtype=f"V{itemsize}", order=order).strides
 
 
 @check("c_strides.matches_numpy")
@@ -309,8 +328,8 @@ def _truths() -> tuple[dict, ...]:
 
 
 def _well_typed(value: object, kind: str) -> bool:
-    if kind == "ints":
-        return isinstance(value, tuple) and all(_is_int(n) for n in value)
+    if kind == "ints":  # a tuple or a list, as everywhere in this lab
+        return isinstance(value, tuple | list) and all(_is_int(n) for n in value)
     if kind == "int":
         return _is_int(value)
     if kind == "str":
@@ -331,7 +350,8 @@ def _judge_describe(student, keys: tuple[str, ...]) -> None:
             fail("describe_keys", keys=", ".join(keys))
         truth = _truths()[index]
         for key in keys:
-            if facts[key] != truth[key]:
+            fact = tuple(facts[key]) if _KINDS[key] == "ints" else facts[key]
+            if fact != truth[key]:
                 fail("describe_wrong", fact=key, view=_spelled(case))
 
 
@@ -383,7 +403,7 @@ def test_sliding_windows_values(student, case):
 
 
 @check("sliding_windows.zero_copy_readonly")
-@pytest.mark.usefixtures("without_window_helpers")
+@pytest.mark.usefixtures("believable_windows")
 def test_sliding_windows_zero_copy_readonly(student, submission):
     for x, window in [(np.arange(10.0), 3), (np.arange(20)[::2], 4), (np.arange(5.0), 5)]:
         seen = student.observe("sliding_windows", x, window)

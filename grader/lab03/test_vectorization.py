@@ -329,13 +329,25 @@ def test_speedup_table_repeats(student):
             fail("repeats_ignored")
 
 
+def _draws(sizes: list[int], seed: int, fresh: bool, cast: bool) -> list[np.ndarray]:
+    """The arrays the README allows for `sizes`: from one generator for the table or a
+    fresh one per size, drawn as float32 (`rng.random(n, dtype=np.float32)`) or as
+    float64 cast to float32 (`rng.random(n).astype(np.float32)`)."""
+    shared = np.random.default_rng(seed)
+    draws = []
+    for size in sizes:
+        rng = np.random.default_rng(seed) if fresh else shared
+        draws.append(rng.random(size).astype(np.float32) if cast
+                     else rng.random(size, dtype=np.float32))
+    return draws
+
+
 @check("speedup_table.seeded")
 def test_speedup_table_seeded(student):
     sizes, seed = [10, 300, 2000], 7
     _, given = _table_with_our_sums(student, sizes, 1, seed)
-    shared = np.random.default_rng(seed)
-    schemes = [[shared.random(s, dtype=np.float32) for s in sizes],
-               [np.random.default_rng(seed).random(s, dtype=np.float32) for s in sizes]]
+    schemes = [_draws(sizes, seed, fresh, cast) for fresh in (False, True)
+               for cast in (False, True)]
     def drawn(arrays: list, scheme: list[np.ndarray]) -> bool:
         """Every size timed, every array timed one of that size's draws (how often is
         the repeats check's business)."""

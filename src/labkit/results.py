@@ -35,7 +35,9 @@ class CheckResult:
     `id` starts with the contract name it tests (`safe_mse.aligned_pairs`); `points`
     may be a fraction of `max_points` (partial credit); `message` is one line in the
     grading's language, never the expected value; `output` is an excerpt of what the
-    student's code printed during the check, if anything.
+    student's code printed during the check, if anything; `refused` is true when the
+    check paid nothing because the source analysis refused a construct of the file
+    (the message names it and what to write instead), not for what the code computed.
     """
 
     id: str
@@ -45,6 +47,7 @@ class CheckResult:
     max_points: float
     message: str = ""
     output: str = ""
+    refused: bool = False
 
     def __post_init__(self) -> None:
         _storable(self, "id", "title", "message", "output")
@@ -60,6 +63,8 @@ class CheckResult:
         }
         if self.output:
             data["output"] = self.output
+        if self.refused:
+            data["refused"] = True
         return data
 
     @classmethod
@@ -72,6 +77,7 @@ class CheckResult:
             max_points=float(data["max_points"]),
             message=data.get("message", ""),
             output=data.get("output", ""),
+            refused=data.get("refused") is True,
         )
 
 

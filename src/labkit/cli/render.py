@@ -133,5 +133,8 @@ def hints(result: LabResult, checks: LabChecks, lang: str, only: str | None = No
         wanted = [c for c in wanted if not c.message.startswith(_not_graded(lang))]
     for c in wanted:
         spec = checks.get(c.id)
-        blocks.append(f"{c.id} — {i18n.pick(spec.title, lang)}\n  {i18n.pick(spec.hint, lang)}")
+        # a refused check was not judged on its algorithm: say why, not how to compute
+        why = (i18n.t("hint_refused", lang, message=textsafe.shown(c.message).rstrip("."))
+               if c.refused else i18n.pick(spec.hint, lang))
+        blocks.append(f"{c.id} — {i18n.pick(spec.title, lang)}\n  {why}")
     return "\n\n".join(blocks)

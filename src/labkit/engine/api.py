@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from labkit import i18n
 from labkit.engine._compat import draw_without_local_constants
 from labkit.engine.proxy import Callback, CallRecord, Measurement, Observation, StudentRaised
 from labkit.engine.static import Refusal, declarations_only, mentions, refusals
@@ -93,10 +94,14 @@ def fail(key: str, **params: Any) -> None:
 def refuse(found: Sequence[Refusal]) -> None:
     """Fail the current check if the source analysis refused anything: with the first
     refusal, as the message `refused_<kind>` of the lab's `checks.toml` (parameters
-    `file`, `line`, `what`), so the student reads why the check paid nothing."""
+    `file`, `line`, `what`, and `instead`: the kit's advice on what to write in its
+    place, told in the grading's language), so the student reads why the check paid
+    nothing and what to change. The result marks the check as refused (`labkit hint`
+    then explains the refusal, not the algorithm)."""
     if found:
         first = found[0]
-        fail(f"refused_{first.kind}", file=first.file, line=first.line, what=first.what)
+        fail(f"refused_{first.kind}", file=first.file, line=first.line, what=first.what,
+             instead=i18n.Phrase(first.instead))
 
 
 def _type_name(value: Any) -> str:

@@ -21,10 +21,12 @@ def assemble(lab, files, lang, outcomes, duration, isolation: str | None = None)
     checks: list[CheckResult] = []
     for check_id, outcome in outcomes:
         spec = specs.get(check_id)
+        refused = False
         if outcome is None:  # pytest never reported it: treat as a grader error
             status, message, fraction, output = Status.ERROR, "", 0.0, ""
         else:
             status, message, output = outcome.status, outcome.message, outcome.output
+            refused = outcome.refused and status is not Status.PASS
             fraction = outcome.fraction if outcome.fraction is not None else (
                 1.0 if status is Status.PASS else 0.0
             )
@@ -37,6 +39,7 @@ def assemble(lab, files, lang, outcomes, duration, isolation: str | None = None)
                 max_points=spec.points,
                 message=message,
                 output=output,
+                refused=refused,
             )
         )
     checks = _apply_requirements(specs, checks, lang)
@@ -94,7 +97,7 @@ def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[Che
             names = ", ".join(sorted({u.split(".")[0] for u in unmet_of[check.id]}))
             check = replace(
                 check, status=Status.FAIL, points=0.0,
-                message=i18n.t("requires", lang, checks=names),
+                message=i18n.t("requires", lang, checks=names), refused=False,
             )
         result.append(check)
     return result

@@ -52,6 +52,7 @@ class Outcome:
     fraction: float | None = None
     output: str = ""
     import_error: tuple[str, str] | None = None  # (file, what its import raised): not graded
+    refused: bool = False  # failed by a refusal of the source analysis (`api.refuse`)
 
 
 class Credit:
@@ -283,10 +284,15 @@ class GradingPlugin:
                 return Outcome(Status.FAIL, i18n.t("not_graded_import", lang, file=file),
                                import_error=(file, ""))
             texts = self.checks.messages.get(exc.key)
+            refused = exc.key.startswith("refused_")
             if texts is not None:
-                return Outcome(Status.FAIL, i18n.pick(texts, lang).format(**exc.params))
+                params = {key: value.text(lang) if isinstance(value, i18n.Phrase) else value
+                          for key, value in exc.params.items()}
+                return Outcome(Status.FAIL, i18n.pick(texts, lang).format(**params),
+                               refused=refused)
             if i18n.has(exc.key):
-                return Outcome(Status.FAIL, f"{where}: " + i18n.t(exc.key, lang, **exc.params))
+                return Outcome(Status.FAIL, f"{where}: " + i18n.t(exc.key, lang, **exc.params),
+                               refused=refused)
         if isinstance(exc, StudentRaised):
             if exc.where.startswith("import "):  # told once, above the table (`assemble`)
                 module = exc.where.removeprefix("import ")

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache, wraps
 from typing import Any, Literal, NamedTuple, TypeVar
 
-__all__ = ["MAX_SOURCE_BYTES", "Refusal", "RefusalKind", "declarations_only", "mentions",
-           "refusals"]
+__all__ = ["MAX_SOURCE_BYTES", "Reach", "Refusal", "RefusalKind", "declarations_only",
+           "mentions", "refusals"]
 
 # A lab file is at most 1 MiB when read from a workspace; this bounds the parse whatever
 # the caller hands in.
@@ -35,21 +35,36 @@ _T = TypeVar("_T")
 
 RefusalKind = Literal["unreadable", "banned", "text_as_code", "dynamic", "reach_in",
                       "not_declaration"]
+# What a refused construct could forge. "process": anything in the student's process (a
+# banned helper reached unseen, the probes, frames, the kit, memory). "descriptors": only
+# what travels through descriptors the code did not open (`os.read(0, ...)`, `os.write`,
+# `os.dup`): a worker's report, never a value judged on the trusted side nor a helper.
+Reach = Literal["process", "descriptors"]
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """One construct a check will not pay for: where it is and what it is.
+    """One construct a check will not pay for: where it is, what it is, what to write
+    instead, and what it could forge.
 
     `what` is the construct as the student would recognise it (`exec`, `sys._getframe`,
     `getattr with a computed name`); graders turn `kind` into a bilingual message
-    (`refused_<kind>` in the lab's `checks.toml`) with `file`, `line` and `what`.
+    (`refused_<kind>` in the lab's `checks.toml`) with `file`, `line`, `what` and
+    `instead`, the key of a kit message (`instead_*` in `labkit/messages.toml`) saying
+    what to use in its place. `reach` says which checks it concerns: every check that
+    believes a worker's report, and, when "process", every check holding a ban too.
     """
 
     kind: RefusalKind
     file: str
     line: int
     what: str
+    instead: str = ""
+    reach: Reach = "process"
+
+    def __post_init__(self) -> None:
+        if not self.instead:
+            object.__setattr__(self, "instead", _INSTEAD_OF_KIND[self.kind])
 
     def __str__(self) -> str:
         return f"{self.file}, line {self.line}: {self.what} ({_WHY[self.kind]})"
@@ -63,6 +78,41 @@ _WHY: dict[RefusalKind, str] = {
     "reach_in": "reaches into the interpreter or the grading kit",
     "not_declaration": "code where only declarations may be",
 }
+# What to write instead (keys of labkit/messages.toml), by kind, module and attribute.
+_INSTEAD_OF_KIND: dict[RefusalKind, str] = {
+    "unreadable": "instead_readable",
+    "banned": "instead_banned",
+    "text_as_code": "instead_code",
+    "dynamic": "instead_attribute",
+    "reach_in": "instead_imports",
+    "not_declaration": "instead_declarations",
+}
+_INSTEAD_OF_MODULE = {
+    **dict.fromkeys(("ctypes", "_ctypes", "cffi"), "instead_introspection"),
+    **dict.fromkeys(("dis", "_testcapi", "faulthandler", "tracemalloc"),
+                    "instead_separate_script"),
+    **dict.fromkeys(("mmap", "_io", "pathlib", "shutil", "fileinput"), "instead_files"),
+    **dict.fromkeys(("subprocess", "pty", "posix", "_posixsubprocess", "_xxsubinterpreters"),
+                    "instead_in_process"),
+}
+_FRAME_ATTRS = frozenset({
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame",
+    "tb_next", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code",
+    "co_code", "_getframe", "_current_frames", "walk_stack", "walk_tb",
+})
+_INSTEAD_OF_ATTR = {
+    **dict.fromkeys(_FRAME_ATTRS, "instead_arguments"),
+    **dict.fromkeys(("settrace", "setprofile", "gettrace", "getprofile", "addaudithook"),
+                    "instead_separate_script"),
+    **dict.fromkeys(("ctypes", "ctypeslib"), "instead_introspection"),
+    **dict.fromkeys(("fdopen", "fromfd"), "instead_in_process"),
+}
+# `os` functions that only move bytes through descriptors the code did not open.
+_OS_DESCRIPTORS = frozenset({
+    "write", "writev", "pwrite", "pwritev", "read", "readv", "pread", "preadv", "dup",
+    "dup2", "sendfile", "splice", "copy_file_range", "openpty", "fdopen", "set_inheritable",
+    "memfd_create",
+})
 # What a declarations-only file (a package's `__init__.py`) may assign.
 _DECLARED = frozenset({"__all__", "__version__"})
 
@@ -104,6 +154,12 @@ _PLAIN_DUNDERS = frozenset({
 })
 _REACH_IN_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__build_class__",
                              "__dict__"})
+# NumPy's documented, read-only introspection that the two rules above would catch: an
+# array's interface dict (a fresh dict of plain values: shape, strides, typestr and the
+# data pointer as an int) and `arr.ctypes.data` (the same pointer; any other attribute
+# of `arr.ctypes` leads to the ctypes module). Read only: a store is still a reach-in.
+_READ_ONLY_DUNDERS = frozenset({"__array_interface__"})
+_CTYPES_READ = "data"  # `<array>.ctypes.data`, nothing else of `.ctypes`
 # What a submission may read of `sys`; the rest (`modules`, `_getframe`, `settrace`,
 # `path`, `meta_path`, ...) belongs to the interpreter.
 _SYS_ALLOWED = frozenset({
@@ -349,6 +405,12 @@ class _Walk:
         self.modules: dict[str, str] = {}
         self._find_module_aliases()
         self.literal_lookups: set[int] = set()  # `getattr(x, "name")` calls: judged by name
+        # `.ctypes` attributes read as `<expr>.ctypes.data`: an int, NumPy's data pointer
+        self.pointer_reads = {id(node.value) for node in nodes
+                              if isinstance(node, ast.Attribute) and node.attr == _CTYPES_READ
+                              and isinstance(node.ctx, ast.Load)
+                              and isinstance(node.value, ast.Attribute)
+                              and node.value.attr == "ctypes"}
 
     def _find_module_aliases(self) -> None:
         """Names bound to modules: by `import`, or by a plain `m = np.lib` assignment
@@ -382,8 +444,14 @@ class _Walk:
         for node in self.nodes:
             yield from self._node(node)
 
-    def _refuse(self, kind: RefusalKind, node: ast.AST, what: str) -> Refusal:
-        return Refusal(kind, self.rel, getattr(node, "lineno", 1), what)
+    def _refuse(self, kind: RefusalKind, node: ast.AST, what: str, instead: str = "",
+                reach: Reach = "process") -> Refusal:
+        return Refusal(kind, self.rel, getattr(node, "lineno", 1), what, instead, reach)
+
+    def _os_refusal(self, attr: str, node: ast.AST, what: str) -> Refusal:
+        descriptors = attr in _OS_DESCRIPTORS
+        return self._refuse("reach_in", node, what, "instead_in_process",
+                            "descriptors" if descriptors else "process")
 
     def _call(self, node: ast.Call) -> Iterator[Refusal | _Named]:
         func = node.func
@@ -399,9 +467,11 @@ class _Walk:
             node.args and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
-            yield self._refuse("reach_in", node, f"{name}() of a computed path or descriptor")
+            yield self._refuse("reach_in", node, f"{name}() of a computed path or descriptor",
+                               "instead_files")
         if any(k.arg in {"pass_fds", "fileno"} for k in node.keywords):
-            yield self._refuse("reach_in", node, f"{name}(..., pass_fds/fileno=...)")
+            yield self._refuse("reach_in", node, f"{name}(..., pass_fds/fileno=...)",
+                               "instead_in_process", "descriptors")
 
     def _opens_a_file(self, func: ast.expr, name: str | None) -> bool:
         if isinstance(func, ast.Name):
@@ -415,9 +485,13 @@ class _Walk:
     def _attribute_name(self, attr: str, node: ast.AST, what: str) -> Iterator[_Named]:
         """The rules every spelling of an attribute read meets (a ban first)."""
         otherwise = None
-        if attr in _REACH_IN_ATTRS or (attr.startswith("__") and attr.endswith("__")
-                                       and attr not in _PLAIN_DUNDERS):
-            otherwise = self._refuse("reach_in", node, what)
+        if attr in _REACH_IN_ATTRS:
+            reach: Reach = "descriptors" if attr in {"fdopen", "fromfd"} else "process"
+            otherwise = self._refuse("reach_in", node, what, _INSTEAD_OF_ATTR.get(attr, ""),
+                                     reach)
+        elif (attr.startswith("__") and attr.endswith("__")
+              and attr not in _PLAIN_DUNDERS | _READ_ONLY_DUNDERS):
+            otherwise = self._refuse("reach_in", node, what, "instead_public")
         elif attr in _TEXT_AS_CODE_ATTRS:
             otherwise = self._refuse("text_as_code", node, what)
         elif attr in _DYNAMIC_ATTRS:
@@ -433,7 +507,9 @@ class _Walk:
             if node.id in _TEXT_AS_CODE_NAMES:
                 yield self._refuse("text_as_code", node, node.id)
             elif node.id in _DYNAMIC_NAMES and id(node) not in self.literal_lookups:
-                yield self._refuse("dynamic", node, node.id)
+                yield self._refuse("dynamic", node, node.id,
+                                   "instead_own_dict" if node.id in {"vars", "globals", "locals"}
+                                   else "instead_attribute")
             elif node.id in _REACH_IN_NAMES:
                 yield self._refuse("reach_in", node, node.id)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -441,8 +517,8 @@ class _Walk:
                 return
             special = any(p in node.value for p in _SPECIAL_PATHS)
             yield _Named(node.value.strip(), node.lineno, repr(node.value),
-                         self._refuse("reach_in", node, repr(node.value[:40])) if special
-                         else None)
+                         self._refuse("reach_in", node, repr(node.value[:40]), "instead_files")
+                         if special else None)
         elif isinstance(node, ast.MatchClass):
             for attr in node.kwd_attrs:
                 yield from self._attribute_name(attr, node, f"case ...({attr}=...)")
@@ -459,11 +535,11 @@ class _Walk:
         for alias in node.names:
             what = f"from {module} import {alias.name}"
             if alias.name == "*":
-                yield self._refuse("dynamic", node, what)
+                yield self._refuse("dynamic", node, what, "instead_explicit_import")
             elif module == "sys" and alias.name not in _SYS_ALLOWED:
-                yield self._refuse("reach_in", node, what)
+                yield self._refuse("reach_in", node, what, _INSTEAD_OF_ATTR.get(alias.name, ""))
             elif module == "os" and self._os_refused(alias.name):
-                yield self._refuse("reach_in", node, what)
+                yield self._os_refusal(alias.name, node, what)
             else:
                 yield from self._attribute_name(alias.name, node, what)
                 if alias.name in _TEXT_AS_CODE_NAMES | _DYNAMIC_NAMES:
@@ -472,7 +548,7 @@ class _Walk:
     def _module(self, name: str, node: ast.AST) -> Iterator[Refusal]:
         top = name.split(".")[0]
         if top in _REACH_IN_MODULES or top.startswith("labkit"):
-            yield self._refuse("reach_in", node, f"import {name}")
+            yield self._refuse("reach_in", node, f"import {name}", _INSTEAD_OF_MODULE.get(top, ""))
         elif top in _TEXT_AS_CODE_MODULES:
             yield self._refuse("text_as_code", node, f"import {name}")
 
@@ -484,12 +560,16 @@ class _Walk:
         what = _dotted(node)
         owner = self._module_of(node.value)
         if owner == "sys" and node.attr not in _SYS_ALLOWED:
-            yield self._refuse("reach_in", node, what)
+            yield self._refuse("reach_in", node, what, _INSTEAD_OF_ATTR.get(node.attr, ""))
         elif owner == "os" and self._os_refused(node.attr):
-            yield self._refuse("reach_in", node, what)
+            yield self._os_refusal(node.attr, node, what)
+        elif id(node) in self.pointer_reads and owner is None:
+            yield _Named(node.attr, node.lineno, what, None)  # `arr.ctypes` read as `.data`
         else:
             yield from self._attribute_name(node.attr, node, what)
         if isinstance(node.ctx, ast.Store | ast.Del) and (
             owner is not None or node.attr.startswith("__")
         ):
-            yield self._refuse("reach_in", node, f"{what} = ... (rewrites a module)")
+            rewrites = "rewrites a module" if owner is not None else "rewrites a special attribute"
+            yield self._refuse("reach_in", node, f"{what} = ... ({rewrites})",
+                               "instead_own_state")
