@@ -3,7 +3,9 @@
 Each entry of tests/alternatives/<lab>.toml is the reference solution rewritten the way a
 student could well write it (a lock passed as an argument, a data pointer read through
 the array interface, a list for a shape, float64 draws cast to float32). A check that
-takes points from one of them asks for more than the lab's README does.
+takes points from one of them asks for more than the lab's README does. Each is graded,
+warm and cold, by tests/test_grader_quality.py; here, how the lab01 lock rule tells an
+accepted shape from its near misses.
 """
 
 from __future__ import annotations
@@ -11,18 +13,11 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from kit import REPO, Variant, grade_variant, variants
+from kit import REPO, variants
 
 from labkit.course.catalogue import catalogue
 
 ALTERNATIVES = variants("alternatives")
-
-
-@pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda a: f"{a.lab}-{a.name}")
-def test_a_natural_alternative_earns_full_marks(alternative: Variant):
-    result = grade_variant(alternative)
-    lost = [(c.id, c.status.value, c.message) for c in result.checks if c.points < c.max_points]
-    assert lost == [], "\n".join(f"{alternative.name}: {i} {s}: {m}" for i, s, m in lost)
 
 
 def test_every_lab_with_alternatives_has_at_least_two():
