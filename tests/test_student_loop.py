@@ -227,8 +227,11 @@ def _variant(lab: str, name: str):
 
 
 def test_a_failing_property_check_names_an_input_that_really_fails():
-    mutant = _variant("lab02", "broadcast_shape_left_aligned")
-    result = grade_cached(LAB, mutant.files())
+    from labkit.engine.cold import grade_files
+
+    # a wrong answer, never a raise (a 1 against a 0 gives 1)
+    mutant = _variant("lab02", "broadcast_shape_one_beats_zero")
+    result = grade_files(LAB, mutant.files())  # as `labkit grade` does: shrunk
     message = next(c.message for c in result.checks if c.id == "broadcast_shape.matches_numpy")
     head, _, call = message.partition("; failing input: ")
     assert head == registry.lab_checks(LAB).get("broadcast_shape.matches_numpy").fail["en"]
