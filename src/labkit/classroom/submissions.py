@@ -18,7 +18,7 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,7 +53,7 @@ class Entry:
     name: str  # the entry's file or folder name (for "files": the first of its files)
     kind: str  # "folder", "zip" or "files" (loose files of one student, as Canvas gives)
     duplicate_of: str = ""  # set when the same student has another entry too
-    files: tuple[tuple[str, str], ...] = ()  # "files": (name in the lab, file name in root)
+    files: tuple[tuple[str, str], ...] = ()  # "files": (name uploaded, file name in root)
     late: bool = False  # the LMS marked it late
     person: str = ""  # the student's name, as the LMS or the roster gives it
     email: str = ""
@@ -132,12 +132,7 @@ def read(lab: LabSpec, entry: Entry, lang: str,
         members = _unzip(lab, entry.path, max_unpacked)
         return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
     if entry.kind == "files":
-        if not entry.files:
-            raise SubmissionError("batch_no_lab_files", name=entry.name,
-                                  files=", ".join(lab.files))
-        names = dict(entry.files)
-        return _collect(entry, lambda: workspace.read_submission(
-            lab, lambda rel, limit: _read_loose(entry.root, names, rel, limit), lang))
+        return _read_uploads(lab, entry, lang, max_unpacked)
     inner = _single_zip(lab, entry.path)
     if inner is not None:  # an LMS folder holding the zip the student uploaded
         members = _unzip(lab, inner, max_unpacked)
@@ -168,7 +163,52 @@ def error_digest(entry: Entry) -> str:
     return "sha256:" + h.hexdigest()
 
 
-# --- folders ------------------------------------------------------------------------------
+def lab_file(lab: LabSpec, name: str) -> str | None:
+    """The lab's file (or its notebook) that an uploaded file named `name` is, if any."""
+    return next((rel for rel in _wanted(lab) if _stands_for(name, rel)), None)
+
+
+def _wanted(lab: LabSpec) -> tuple[str, ...]:
+    return (*lab.files, f"{lab.id}.ipynb")
+
+
+def _stands_for(name: str, wanted: str) -> bool:
+    """Whether a file named `name` is the lab's file named `wanted` (in the same folder)."""
+    return name == wanted
+
+
+def _one_of(rel: str, base: str, found: Iterable[tuple[str, str]]) -> str | None:
+    """Where the one item of `found` ((name, where it is)) that is the lab's file `rel`
+    (named `base` in its folder) is; None if none is. Two are refused: which one the
+    student meant cannot be told, and keeping either would be a guess."""
+    matches = sorted(where for name, where in found if _stands_for(name, base))
+    if len(matches) > 1:
+        raise SubmissionError("batch_two_files", file=rel,
+                              names=", ".join(textsafe.shown(m) for m in matches))
+    return matches[0] if matches else None
+
+
+# --- loose uploads ------------------------------------------------------------------------
+
+
+def _read_uploads(lab: LabSpec, entry: Entry, lang: str, max_unpacked: int) -> Collected:
+    """A "files" entry: what one student uploaded, loose in the download (`entry.files`).
+    Each lab file is one upload; with none of them, the one `.zip` uploaded is read."""
+    chosen = {}
+    for rel in _wanted(lab):
+        where = _one_of(rel, rel, entry.files)
+        if where is not None:
+            chosen[rel] = where
+    if chosen:
+        return _collect(entry, lambda: workspace.read_submission(
+            lab, lambda rel, limit: _read_loose(entry.root, chosen, rel, limit), lang))
+    zips = sorted(where for name, where in entry.files if name.lower().endswith(".zip"))
+    if len(zips) > 1:
+        raise SubmissionError("batch_two_zips", names=", ".join(map(textsafe.shown, zips)))
+    if zips:
+        members = _unzip(lab, entry.root / zips[0], max_unpacked)
+        return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
+    raise SubmissionError("batch_no_lab_files", name=entry.name, files=", ".join(lab.files))
 
 
 def _read_loose(root: Path, names: dict[str, str], rel: str, limit: int) -> bytes:
@@ -176,6 +216,9 @@ def _read_loose(root: Path, names: dict[str, str], rel: str, limit: int) -> byte
     if rel not in names:
         raise FileNotFoundError(rel)
     return workspace.read_plain_file(root, names[rel], limit)
+
+
+# --- folders ------------------------------------------------------------------------------
 
 
 def _single_zip(lab: LabSpec, folder: Path) -> Path | None:

@@ -1,0 +1,207 @@
+"""What a student names a file never decides whose it is (issue 29).
+
+Each LMS prefixes what a student uploaded with its own text: Moodle
+`Full Name_participant_assignsubmission_file_`, Canvas `login_[late_]user_attachment_`;
+Gradescope keeps each submission in a folder its metadata names. The uploaded name after
+that prefix is the student's, and may imitate any prefix. Every fixture here is shaped as
+the LMS writes it, with an attacker (id 1002) whose uploads imitate a classmate's.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from batchkit import LAB02, MUTANT, SOLUTION, STUB, zipped
+
+from labkit.classroom import batch, layouts, submissions
+from labkit.classroom.gradebook import Gradebook
+
+# Names a student may give a file: other students' prefixes in each LMS's format, the
+# separators, unicode (digits that are not ASCII, a right-to-left override, a byte that
+# is not UTF-8), a newline, a very long name.
+HOSTILE = [
+    "x_1001_assignsubmission_file_broadcasting.py",
+    "Ana Ruiz_1001_assignsubmission_file_broadcasting.py",
+    "Ana Ruiz_1001_assignsubmission_onlinetext_",
+    "_1001_assignsubmission_file_",
+    "__1001__assignsubmission_file___broadcasting.py",
+    "smithana_1001_5001_broadcasting.py",
+    "solbea_late_1003_5002_broadcasting.py",
+    "late_1003_5002_broadcasting.py",
+    "1001_5001_broadcasting.py",
+    "submission_metadata.yml",
+    "ñandú_١٠٠١_assignsubmission_file_broadcasting.py",
+    "\u202eyp.gnitsacdaorb_1003_9_x.py",
+    "a\nb_1001_assignsubmission_file_broadcasting.py",
+    os.fsdecode(b"\xff_1001_1_broadcasting.py"),
+    "_" * 60 + "1001_assignsubmission_file_" + "x" * 100 + ".py",
+]
+
+
+def read_text(entry):
+    return submissions.read(LAB02, entry, "en").files["broadcasting.py"].decode()
+
+
+def by_student(found):
+    return {e.student: e for e in found.entries}
+
+
+def assert_nobody_moved(found, attacker_prefix):
+    """1001 and 1003 graded from their own files; 1002 from its own, all of them."""
+    entries = by_student(found)
+    assert sorted(entries) == ["1001", "1002", "1003"], sorted(entries)
+    assert not any(e.duplicate_of for e in entries.values())
+    assert read_text(entries["1001"]) == SOLUTION
+    assert read_text(entries["1003"]) == SOLUTION and not entries["1003"].late
+    assert read_text(entries["1002"]) == MUTANT
+    if entries["1002"].kind == "files":
+        assert all(name.startswith(attacker_prefix) for _, name in entries["1002"].files)
+        for other in ("1001", "1003"):
+            assert not any(name.startswith(attacker_prefix) for _, name in entries[other].files)
+
+
+# --- Moodle ---------------------------------------------------------------------------------
+
+
+def moodle_flat(root):
+    """Moodle's download without "download submissions in folders" (issue 29's report)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "Ana Ruiz_1001_assignsubmission_file_broadcasting.py").write_text(SOLUTION)
+    (root / "Bea Sol_1003_assignsubmission_file_broadcasting.py").write_text(SOLUTION)
+    attacker = "Mal Lory_1002_assignsubmission_file_"
+    (root / f"{attacker}broadcasting.py").write_text(MUTANT)
+    zipped(root, f"{attacker}y_1003_assignsubmission_file_w", {"broadcasting.py": STUB})
+    for name in HOSTILE:
+        (root / f"{attacker}{name}").write_text(STUB)
+    return attacker
+
+
+def test_moodle_flat_the_participant_is_moodles_prefix_never_the_uploaded_name(tmp_path):
+    attacker = moodle_flat(tmp_path)
+    found = layouts.discover(tmp_path, LAB02)
+    assert found.layout == "moodle" and found.ignored == []
+    assert_nobody_moved(found, attacker)
+    assert by_student(found)["1002"].person == "Mal Lory"
+
+
+def test_moodle_folders_the_uploaded_names_stay_in_their_folder(tmp_path):
+    for folder, source in (("Ana Ruiz_1001_assignsubmission_file_", SOLUTION),
+                           ("Bea Sol_1003_assignsubmission_file_", SOLUTION),
+                           ("Mal Lory_1002_assignsubmission_file_", MUTANT)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "broadcasting.py").write_text(source)
+    attacker = tmp_path / "Mal Lory_1002_assignsubmission_file_"
+    for name in HOSTILE:
+        (attacker / name.replace("\n", " ")).write_text(STUB)
+    (attacker / "Bea Sol_1003_assignsubmission_file_").mkdir()
+    (attacker / "Bea Sol_1003_assignsubmission_file_" / "broadcasting.py").write_text(STUB)
+    found = layouts.discover(tmp_path, LAB02)
+    assert found.layout == "moodle" and found.ignored == []
+    assert_nobody_moved(found, "")
+
+
+def test_moodle_two_files_for_one_lab_file_are_refused_never_merged(tmp_path):
+    (tmp_path / "Ana Ruiz_1001_assignsubmission_file_broadcasting.py").write_text(SOLUTION)
+    (tmp_path / "Ana Ruiz_1001_assignsubmission_file_lab02 (copy).zip").write_text("x")
+    zipped(tmp_path, "Bea Sol_1003_assignsubmission_file_a", {"broadcasting.py": SOLUTION})
+    zipped(tmp_path, "Bea Sol_1003_assignsubmission_file_b", {"broadcasting.py": STUB})
+    entries = by_student(layouts.discover(tmp_path, LAB02))
+    assert read_text(entries["1001"]) == SOLUTION  # its lab file, not the zip beside it
+    with pytest.raises(submissions.SubmissionError) as info:
+        submissions.read(LAB02, entries["1003"], "en")
+    assert info.value.key == "batch_two_zips", info.value
+    text = info.value.text("en")
+    assert "Bea Sol_1003_assignsubmission_file_a.zip" in text and "_b.zip" in text
+
+
+# --- Canvas ---------------------------------------------------------------------------------
+
+
+def canvas_download(root):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ruizana_1001_5001_broadcasting.py").write_text(SOLUTION)
+    (root / "solbea_1003_5002_broadcasting.py").write_text(SOLUTION)
+    attacker = "lorymal_1002_"
+    (root / f"{attacker}7000_broadcasting.py").write_text(MUTANT)
+    zipped(root, f"{attacker}6999_solbea_1003_5003_w", {"broadcasting.py": STUB})
+    for number, name in enumerate(HOSTILE):
+        (root / f"{attacker}{7001 + number}_{name}").write_text(STUB)
+    return attacker
+
+
+def test_canvas_the_user_is_canvas_prefix_never_the_uploaded_name(tmp_path):
+    attacker = canvas_download(tmp_path)
+    found = layouts.discover(tmp_path, LAB02)
+    assert found.layout == "canvas" and found.ignored == []
+    assert_nobody_moved(found, attacker)
+    assert by_student(found)["1002"].person == "lorymal"
+
+
+def test_canvas_two_uploads_of_one_lab_file_are_refused_never_one_kept_silently(tmp_path):
+    (tmp_path / "ruizana_1001_5001_broadcasting.py").write_text(SOLUTION)
+    (tmp_path / "ruizana_1001_5002_broadcasting.py").write_text(STUB)
+    (entry,) = layouts.discover(tmp_path, LAB02).entries
+    with pytest.raises(submissions.SubmissionError) as info:
+        submissions.read(LAB02, entry, "en")
+    assert info.value.key == "batch_two_files", info.value
+    text = info.value.text("en")
+    assert "ruizana_1001_5001_broadcasting.py" in text
+    assert "ruizana_1001_5002_broadcasting.py" in text and "broadcasting.py" in text
+
+
+# --- Gradescope and plain folders -------------------------------------------------------------
+
+METADATA = """\
+submission_1:
+  :submitters:
+  - :name: Ana Ruiz
+    :sid: '1001'
+submission_2:
+  :submitters:
+  - :name: Mal Lory
+    :sid: '1002'
+submission_3:
+  :submitters:
+  - :name: Bea Sol
+    :sid: '1003'
+"""
+
+
+def test_gradescope_the_submitter_is_the_metadatas_never_a_name_inside(tmp_path):
+    (tmp_path / "submission_metadata.yml").write_text(METADATA)
+    for folder, source in (("submission_1", SOLUTION), ("submission_2", MUTANT),
+                           ("submission_3", SOLUTION)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "broadcasting.py").write_text(source)
+    attacker = tmp_path / "submission_2"
+    for name in HOSTILE:
+        (attacker / name.replace("\n", " ")).write_text(STUB)
+    (attacker / "submission_metadata.yml").write_text(METADATA.replace("1001", "1002"))
+    (attacker / "submission_3").mkdir()
+    (attacker / "submission_3" / "broadcasting.py").write_text(STUB)
+    found = layouts.discover(tmp_path, LAB02)
+    assert found.layout == "gradescope" and found.ignored == []
+    assert_nobody_moved(found, "")
+
+
+def test_folders_an_entry_is_its_own_whatever_its_files_are_named(tmp_path):
+    for name, source in (("1001", SOLUTION), ("1003", SOLUTION)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "broadcasting.py").write_text(source)
+    zipped(tmp_path, "1002", {"broadcasting.py": MUTANT, "1001/broadcasting.py": STUB,
+                              **{f"x/{n}": STUB for n in HOSTILE if "\udcff" not in n}})
+    found = layouts.discover(tmp_path, LAB02, "folders")
+    assert_nobody_moved(found, "")
+
+
+# --- the class of issue 29, graded ----------------------------------------------------------
+
+
+def test_issue_29_moodle_class_is_graded_each_from_their_own_files(tmp_path):
+    moodle_flat(tmp_path / "download")
+    summary = batch.grade_many(LAB02, tmp_path / "download", tmp_path / "out", jobs=2)
+    assert summary.layout == "moodle" and summary.ignored == ()
+    with Gradebook(summary.gradebook) as book:
+        stored = {s.student: s.result["status"] for s in book.current("lab02")}
+    assert stored == {"1001": "pass", "1002": "fail", "1003": "pass"}
