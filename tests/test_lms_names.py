@@ -1,4 +1,5 @@
-"""What a student names a file never decides whose it is (issue 29).
+"""What a student names a file never decides whose it is (issue 29), and what LMSs,
+browsers and rosters really hold is read as such (issue 31).
 
 Each LMS prefixes what a student uploaded with its own text: Moodle
 `Full Name_participant_assignsubmission_file_`, Canvas `login_[late_]user_attachment_`;
@@ -205,3 +206,18 @@ def test_issue_29_moodle_class_is_graded_each_from_their_own_files(tmp_path):
     with Gradebook(summary.gradebook) as book:
         stored = {s.student: s.result["status"] for s in book.current("lab02")}
     assert stored == {"1001": "pass", "1002": "fail", "1003": "pass"}
+
+
+# --- issue 31: what LMSs, browsers and rosters really hold ----------------------------------
+
+
+def test_canvas_marks_late_in_its_own_lower_case(tmp_path):
+    """Canvas lower-cases the whole prefix it writes, its late marker with it."""
+    (tmp_path / "fernándezhana_late_104042_88001157_broadcasting.py").write_text(MUTANT)
+    (tmp_path / "ruizana_1001_88001158_broadcasting.py").write_text(SOLUTION)
+    (tmp_path / "o_brienpat_LATE_1003_88001159_broadcasting.py").write_text(SOLUTION)
+    entries = by_student(layouts.discover(tmp_path, LAB02))
+    assert sorted(entries) == ["1001", "1003", "104042"]
+    assert entries["104042"].late and entries["104042"].person == "fernándezhana"
+    assert entries["1003"].late and entries["1003"].person == "o_brienpat"
+    assert not entries["1001"].late and read_text(entries["104042"]) == MUTANT

@@ -5,9 +5,9 @@ keyed by the platform's own student id, and lists what it could not place, with 
 
 - `folders`: one folder or `.zip` per student, named by the student (labkit's own).
 - `canvas`: "Download submissions" gives one flat folder of files named
-  `login_[LATE_]userid_attachmentid_filename`; a file uploaded again is renamed
-  `filename-1.py`, `filename-2.py`... Files are grouped by user id and the newest copy of
-  each uploaded name is kept; `LATE` marks the entry late.
+  `login_[late_]userid_attachmentid_filename`, lower-cased (older downloads: `LATE`); a
+  file uploaded again is renamed `filename-1.py`, `filename-2.py`... Files are grouped by
+  user id and the newest copy of each uploaded name is kept; `late` marks the entry late.
 - `moodle`: "Download all submissions" gives `Full Name_participantid_assignsubmission_file_/`
   folders (or, without "download in folders", flat files with that prefix); online-text
   folders (`..._assignsubmission_onlinetext_`) are not code and are listed as ignored.
@@ -50,7 +50,7 @@ MAX_ITEMS = 100_000  # entries of a download folder looked at, at most
 # every `_digits_` out of the login it writes, so the first `_user_attachment_` after it
 # is its own; Moodle writes the full name with every `_` made a space, so its first `_`
 # ends the name. Ids are ASCII digits (`\d` would take any script's).
-_CANVAS = re.compile(r"^(?P<login>[^_]+(?:_(?![0-9]+_)[^_]*)*?)_(?:(?P<late>LATE)_)?"
+_CANVAS = re.compile(r"^(?P<login>[^_]+(?:_(?![0-9]+_)[^_]*)*?)_(?:(?P<late>late|LATE)_)?"
                      r"(?P<user>[0-9]+)_(?P<attachment>[0-9]+)_(?P<file>.+)$", re.DOTALL)
 _MOODLE = re.compile(r"^(?P<person>[^_]+)_(?P<participant>[0-9]+)_assignsubmission_"
                      r"(?P<plugin>[a-z0-9]+)_(?P<file>.*)$", re.DOTALL)
@@ -143,7 +143,7 @@ def _canvas(root: Path, lab: LabSpec, names: list[tuple[str, bool]]) -> Discover
         match = None if is_dir else _CANVAS.match(name)
         if match is None or not (root / name).is_file() or (root / name).is_symlink():
             ignored.append(Ignored(textsafe.shown(name), "not a file named as Canvas names "
-                                   "submissions (login_[LATE_]userid_id_filename)"))
+                                   "submissions (login_[late_]userid_id_filename)"))
             continue
         users.setdefault(match["user"], []).append(match)
     wanted = (*lab.files, f"{lab.id}.ipynb")
