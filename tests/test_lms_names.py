@@ -14,9 +14,12 @@ import os
 
 import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, zipped
+from click.testing import CliRunner
+from test_layouts import gradescope_class
 
 from labkit.classroom import batch, layouts, submissions
 from labkit.classroom.gradebook import Gradebook
+from labkit.cli import main
 
 # Names a student may give a file: other students' prefixes in each LMS's format, the
 # separators, unicode (digits that are not ASCII, a right-to-left override, a byte that
@@ -221,3 +224,57 @@ def test_canvas_marks_late_in_its_own_lower_case(tmp_path):
     assert entries["104042"].late and entries["104042"].person == "fernándezhana"
     assert entries["1003"].late and entries["1003"].person == "o_brienpat"
     assert not entries["1001"].late and read_text(entries["104042"]) == MUTANT
+
+
+def test_gradescope_export_unzipped_into_its_own_folder_is_read_one_level_down(tmp_path):
+    """Gradescope's zip holds `assignment_<id>_export/`: unzipped, that folder is all the
+    download shows at its top."""
+    expected = gradescope_class(tmp_path / "download" / "assignment_4242_export")
+    for layout in ("auto", "gradescope"):
+        found = layouts.discover(tmp_path / "download", LAB02, layout)
+        assert (found.layout, found.inside) == ("gradescope", "assignment_4242_export")
+        entries = by_student(found)
+        assert sorted(entries) == sorted(expected)
+        assert read_text(entries["301"]) == SOLUTION
+    plain = layouts.discover(tmp_path / "download", LAB02, "folders")  # as asked
+    assert [e.name for e in plain.entries] == ["assignment_4242_export"] and not plain.inside
+
+
+GRADESCOPE_ROSTER = ("First Name,Last Name,SID,Email,Sections\n"
+                     "Alice,Smith,301,alice@uni.edu,\nBob,Jones,302,bob@uni.edu,\n"
+                     "Carol,Lee,,carol@uni.edu,\n")
+
+
+def test_cli_batch_grades_the_unzipped_gradescope_export(tmp_path):
+    expected = gradescope_class(tmp_path / "download" / "assignment_4242_export")
+    (tmp_path / "roster.csv").write_text(GRADESCOPE_ROSTER)
+    done = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "download"), "--out",
+                                     str(tmp_path / "out"), "--jobs", "2", "--roster",
+                                     str(tmp_path / "roster.csv")])
+    assert done.exit_code == 0, done.output
+    assert "read the gradescope download inside assignment_4242_export" in done.output
+    assert "gradescope layout, 3 submissions: 3 graded" in done.output
+    assert ", 1 ignored, 0 missing" in done.output  # submission_9999: not in the metadata
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
+        stored = {s.student: s.result["status"] for s in book.current("lab02")}
+    assert stored == expected
+
+
+def test_a_download_nothing_of_which_can_be_placed_stops_with_one_line(tmp_path):
+    gradescope_class(tmp_path / "download" / "assignment_4242_export")
+    (tmp_path / "roster.csv").write_text(GRADESCOPE_ROSTER)
+    with pytest.raises(batch.BatchError, match=r"none of the 1 submissions of .* matches "
+                       r"anyone on the roster .*: assignment_4242_export"):
+        batch.grade_many(LAB02, tmp_path / "download", tmp_path / "out", layout="folders",
+                         roster=tmp_path / "roster.csv")
+    assert not (tmp_path / "out" / "gradebook.sqlite").exists()
+    text = tmp_path / "text"
+    (text / "Ana Ruiz_1001_assignsubmission_onlinetext_").mkdir(parents=True)
+    (text / "Ana Ruiz_1001_assignsubmission_onlinetext_" / "onlinetext.html").write_text("hi")
+    done = CliRunner().invoke(main, ["batch", "lab02", str(text), "--out",
+                                     str(tmp_path / "out")])
+    assert done.exit_code == 2, done.output
+    last = done.output.strip().splitlines()[-1]
+    assert last.startswith("labkit: nothing of ") and "moodle download" in last, last
+    assert "online text" in last or "onlinetext" in last, last
+    assert "Traceback" not in done.output

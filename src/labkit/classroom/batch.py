@@ -86,6 +86,7 @@ class BatchSummary:
     unlisted: tuple[str, ...] = ()  # entries the roster does not name (graded all the same)
     missing: tuple[str, ...] = ()  # roster ids with no entry
     jobs: int = 1  # submissions graded at once (see `jobs_for`)
+    inside: str = ""  # the folder of SUBMISSIONS the download was read in, if wrapped in one
 
 
 Sink = Callable[[str, LabResult], None]
@@ -192,9 +193,20 @@ def grade_many(
             f"{len(found.ignored)} of {len(found.ignored) + len(found.entries)} items of "
             f"{submissions_dir} could not be placed as a {found.layout} download, e.g. "
             f"{shown}; pass --layout {'|'.join(layouts.LAYOUTS)}")
+    if not found.entries and found.ignored:  # all of it known not to be code, say
+        shown = ", ".join(f"{i.name} ({i.reason})" for i in found.ignored[:3])
+        raise BatchError(
+            f"nothing of {submissions_dir} could be graded as a {found.layout} download: "
+            f"{len(found.ignored)} items, none a submission of files, e.g. {shown}")
     entries, unlisted, missing = found.entries, [], []
     if roster is not None:
-        placed = rosters.place(entries, rosters.read(roster))
+        people = rosters.read(roster)
+        placed = rosters.place(entries, people)
+        if entries and people and len(placed.unlisted) == len(entries):
+            raise BatchError(
+                f"none of the {len(entries)} submissions of {submissions_dir} matches anyone "
+                f"on the roster {roster}: {', '.join(placed.unlisted[:3])}; is it this "
+                f"class's download and roster, read as the right --layout?")
         entries, unlisted, missing = placed.entries, placed.unlisted, placed.missing
     ids = {entry.student for entry in entries}
     key = grader_key(lab, lang)
@@ -283,7 +295,8 @@ def grade_many(
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
-                        tuple(unlisted), tuple(p.id for p in missing), workers.jobs)
+                        tuple(unlisted), tuple(p.id for p in missing), workers.jobs,
+                        found.inside)
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,

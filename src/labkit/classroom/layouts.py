@@ -18,7 +18,9 @@ and never moves the file to another entry. A student's loose files are one entry
 lab files, or else the one `.zip` uploaded; two uploads that could be one lab file are
 refused when the entry is read (`labkit.classroom.submissions`), never merged.
 - `gradescope`: the "Export Submissions" folder: `submission_metadata.yml` maps each
-  `submission_N/` folder to its submitters (`:name:`, `:sid:`, `:email:`).
+  `submission_N/` folder to its submitters (`:name:`, `:sid:`, `:email:`). Its zip
+  unpacks into `assignment_<id>_export/`: a download that holds only a folder that is an
+  LMS's download is read inside it (`Discovered.inside`).
 
 Names are the students' own text: ids and names are stored as `textsafe.shown` gives them.
 The metadata file is bounded in size before it is parsed.
@@ -26,6 +28,7 @@ The metadata file is bounded in size before it is parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable
@@ -75,6 +78,7 @@ class Discovered:
     layout: str
     entries: list[Entry]
     ignored: list[Ignored]
+    inside: str = ""  # the one folder the download was found in, if it was wrapped in one
 
     @property
     def mostly_ignored(self) -> bool:
@@ -87,6 +91,9 @@ def discover(root: Path, lab: LabSpec, layout: str = "auto") -> Discovered:
     """The entries of a download in `layout` ("auto": the one its names say)."""
     root = Path(root)
     names = _names(root)
+    inside = _wrapped(root, names, layout)
+    if inside:
+        root, names = root / inside, _names(root / inside)
     chosen = detect(root, names) if layout == "auto" else layout
     if chosen == "canvas":
         found = _canvas(root, lab, names)
@@ -100,7 +107,17 @@ def discover(root: Path, lab: LabSpec, layout: str = "auto") -> Discovered:
                                                 for n in ignored])
     else:
         raise LayoutError(f"unknown layout {layout!r} (choose from auto, {', '.join(LAYOUTS)})")
-    return found
+    return dataclasses.replace(found, inside=inside)
+
+
+def _wrapped(root: Path, names: list[tuple[str, bool]], layout: str) -> str:
+    """The one folder `root` holds, when that folder is an LMS's download (Gradescope's
+    zip unpacks into `assignment_<id>_export/`; any zip may be unpacked into a folder of
+    its name): read as plain folders, it would be one student. "" otherwise."""
+    if len(names) != 1 or not names[0][1] or layout == "folders":
+        return ""
+    inner = detect(root / names[0][0])
+    return names[0][0] if inner != "folders" and layout in ("auto", inner) else ""
 
 
 def detect(root: Path, names: Iterable[tuple[str, bool]] | None = None) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from labkit import settings
+from labkit import settings, textsafe
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
@@ -113,6 +113,9 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
     """What of the download was not graded as a student's entry, each with its reason
     (names are already escaped: `textsafe.shown`)."""
     lines = []
+    if summary.inside:
+        lines.append(f"read the {summary.layout} download inside "
+                     f"{textsafe.shown(summary.inside)}/")
     if summary.ignored:
         lines.append(f"ignored {len(summary.ignored)} items of the {summary.layout} download:")
         lines += [f"  {item.name}: {item.reason}" for item in summary.ignored[:MAX_LISTED]]
