@@ -20,6 +20,7 @@ from test_layouts import gradescope_class
 from labkit.classroom import batch, layouts, submissions
 from labkit.classroom.gradebook import Gradebook
 from labkit.cli import main
+from labkit.course.catalogue import get_lab
 
 # Names a student may give a file: other students' prefixes in each LMS's format, the
 # separators, unicode (digits that are not ASCII, a right-to-left override, a byte that
@@ -278,3 +279,90 @@ def test_a_download_nothing_of_which_can_be_placed_stops_with_one_line(tmp_path)
     assert last.startswith("labkit: nothing of ") and "moodle download" in last, last
     assert "online text" in last or "onlinetext" in last, last
     assert "Traceback" not in done.output
+
+
+def read_renamed(entry, lab=LAB02):
+    collected = submissions.read(lab, entry, "en")
+    return collected.files, collected.note
+
+
+def two_files(entry):
+    with pytest.raises(submissions.SubmissionError) as info:
+        submissions.read(LAB02, entry, "en")
+    assert info.value.key == "batch_two_files", info.value
+    return info.value.text("en")
+
+
+def test_canvas_browser_copies_and_case_changes_are_the_lab_file_with_a_note(tmp_path):
+    (tmp_path / "ruizana_1001_5001_broadcasting (1).py").write_text(SOLUTION)
+    (tmp_path / "solbea_1003_5002_Broadcasting.py").write_text(SOLUTION)
+    (tmp_path / "lorymal_1002_5003_broadcasting.py").write_text(STUB)
+    (tmp_path / "lorymal_1002_5004_BROADCASTING(2).py").write_text(SOLUTION)
+    entries = by_student(layouts.discover(tmp_path, LAB02))
+    files, note = read_renamed(entries["1001"])
+    assert files["broadcasting.py"] == SOLUTION.encode()
+    assert note == "broadcasting (1).py was graded as broadcasting.py"
+    assert read_renamed(entries["1003"])[1] == "Broadcasting.py was graded as broadcasting.py"
+    text = two_files(entries["1002"])  # which of the two was meant cannot be told
+    assert "lorymal_1002_5003_broadcasting.py, lorymal_1002_5004_BROADCASTING(2).py" in text
+
+
+def test_moodle_flat_and_folders_renamed_lab_files_with_a_note(tmp_path):
+    (tmp_path / "Ana Ruiz_1001_assignsubmission_file_Broadcasting.py").write_text(SOLUTION)
+    bea = tmp_path / "Bea Sol_1003_assignsubmission_file_"
+    (bea / "lab02").mkdir(parents=True)
+    (bea / "lab02" / "broadcasting (2).py").write_text(SOLUTION)
+    mal = tmp_path / "Mal Lory_1002_assignsubmission_file_"
+    mal.mkdir()
+    (mal / "broadcasting.py").write_text(STUB)
+    (mal / "Broadcasting.py").write_text(SOLUTION)
+    entries = by_student(layouts.discover(tmp_path, LAB02))
+    assert read_renamed(entries["1001"]) == (
+        {"broadcasting.py": SOLUTION.encode()}, "Broadcasting.py was graded as broadcasting.py")
+    assert read_renamed(entries["1003"]) == (
+        {"broadcasting.py": SOLUTION.encode()},
+        "broadcasting (2).py was graded as broadcasting.py")
+    assert "Broadcasting.py, broadcasting.py" in two_files(entries["1002"])
+
+
+def test_gradescope_and_zips_renamed_lab_files_with_a_note(tmp_path):
+    (tmp_path / "submission_metadata.yml").write_text(METADATA)
+    (tmp_path / "submission_1").mkdir()
+    (tmp_path / "submission_1" / "BroadCasting.py").write_text(SOLUTION)
+    (tmp_path / "submission_2").mkdir()
+    zipped(tmp_path / "submission_2", "mine", {"lab02/broadcasting (1).py": SOLUTION,
+                                                "lab02/broadcasting.py": STUB})
+    (tmp_path / "submission_3").mkdir()
+    zipped(tmp_path / "submission_3", "lab02", {"lab02/lab02/BROADCASTING.PY": SOLUTION})
+    entries = by_student(layouts.discover(tmp_path, LAB02))
+    assert read_renamed(entries["1001"])[1] == "BroadCasting.py was graded as broadcasting.py"
+    assert "lab02/broadcasting (1).py, lab02/broadcasting.py" in two_files(entries["1002"])
+    assert read_renamed(entries["1003"]) == (
+        {"broadcasting.py": SOLUTION.encode()},
+        "lab02/lab02/BROADCASTING.PY was graded as broadcasting.py")
+
+
+def test_renamed_files_of_a_lab_in_folders(tmp_path):
+    lab04 = get_lab("lab04")
+    root = tmp_path / "1001" / "src" / "utils"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "Seeding.py").write_text("A = 1\n")
+    (root / "logging (1).py").write_text("B = 2\n")
+    (entry,) = layouts.discover(tmp_path, lab04, "folders").entries
+    files, note = read_renamed(entry, lab04)
+    assert files == {"src/utils/__init__.py": b"", "src/utils/seeding.py": b"A = 1\n",
+                     "src/utils/logging.py": b"B = 2\n"}
+    assert note == ("src/utils/Seeding.py was graded as src/utils/seeding.py; "
+                    "src/utils/logging (1).py was graded as src/utils/logging.py")
+
+
+def test_a_renamed_lab_file_is_graded_and_the_result_says_so(tmp_path):
+    folder = tmp_path / "download" / "Ana Ruiz_1001_assignsubmission_file_"
+    folder.mkdir(parents=True)
+    (folder / "Broadcasting (1).py").write_text(SOLUTION)
+    summary = batch.grade_many(LAB02, tmp_path / "download", tmp_path / "out", jobs=1)
+    with Gradebook(summary.gradebook) as book:
+        (stored,) = book.current("lab02")
+    assert stored.result["status"] == "pass"
+    assert "Broadcasting (1).py was graded as broadcasting.py" in stored.result["message"]
