@@ -15,9 +15,9 @@ import os
 import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, zipped
 from click.testing import CliRunner
-from test_layouts import gradescope_class
+from test_layouts import CANVAS_ROSTER, canvas_class, gradescope_class
 
-from labkit.classroom import batch, layouts, submissions
+from labkit.classroom import batch, layouts, roster, submissions
 from labkit.classroom.gradebook import Gradebook
 from labkit.cli import main
 from labkit.course.catalogue import get_lab
@@ -366,3 +366,55 @@ def test_a_renamed_lab_file_is_graded_and_the_result_says_so(tmp_path):
         (stored,) = book.current("lab02")
     assert stored.result["status"] == "pass"
     assert "Broadcasting (1).py was graded as broadcasting.py" in stored.result["message"]
+
+
+def test_canvas_test_student_is_on_no_roster(tmp_path):
+    """Canvas's gradebook export lists its Test Student ("Student, Test"), with an id."""
+    canvas_class(tmp_path / "download")
+    (tmp_path / "roster.csv").write_text(CANVAS_ROSTER + '"Student, Test",999,,,Sec A,\n')
+    people = roster.read(tmp_path / "roster.csv")
+    placed = roster.place(layouts.discover(tmp_path / "download", LAB02).entries, people)
+    assert [p.id for p in placed.missing] == ["105"]
+    assert [(p.id, p.name) for p in placed.not_students] == [("999", "Student, Test")]
+
+
+def test_staff_rows_of_a_roster_with_roles_are_on_no_roster(tmp_path):
+    """Gradescope's roster has a Role column (Student, TA, Instructor, Reader); Moodle's
+    participants table a Roles one (Student, Teacher, Non-editing teacher, Manager)."""
+    gradescope_class(tmp_path / "gs")
+    (tmp_path / "gs.csv").write_text(
+        "First Name,Last Name,SID,Email,Role,Sections\n"
+        "Alice,Smith,301,alice@uni.edu,Student,\nBob,Jones,302,bob@uni.edu,Student,\n"
+        "Carol,Lee,,carol@uni.edu,Student,\nTom,Ta,,tom@uni.edu,TA,\n"
+        "Ines,Prof,,ines@uni.edu,Instructor,\nRay,Reader,,ray@uni.edu,Reader,\n"
+        "Test,Student,,test@uni.edu,Student,\nNew,Role,,new@uni.edu,Estudiante,\n")
+    placed = roster.place(layouts.discover(tmp_path / "gs", LAB02).entries,
+                          roster.read(tmp_path / "gs.csv"))
+    assert sorted(e.student for e in placed.entries) == ["301", "302", "carol@uni.edu"]
+    assert [p.id for p in placed.missing] == ["new@uni.edu"]  # an unknown role: counted
+    assert [p.name for p in placed.not_students] == [
+        "Tom Ta", "Ines Prof", "Ray Reader", "Test Student"]
+    (tmp_path / "moodle.csv").write_text(
+        "First name,Last name,Email address,Roles,Groups,Last access to course,Status\n"
+        "Ana,Ruiz,ana@uni.edu,Student,,Never,Active\n"
+        'Tere,Sa,tere@uni.edu,"Teacher, Non-editing teacher",,Now,Active\n'
+        'Dual,Role,dual@uni.edu,"Non-editing teacher, Student",,Now,Active\n'
+        "Max,Man,max@uni.edu,Manager,,Now,Active\n")
+    people = roster.read(tmp_path / "moodle.csv")
+    placed = roster.place([], people)
+    assert [p.id for p in placed.missing] == ["ana@uni.edu", "dual@uni.edu"]
+    assert [p.id for p in placed.not_students] == ["tere@uni.edu", "max@uni.edu"]
+
+
+def test_cli_batch_says_which_roster_rows_are_not_students(tmp_path):
+    canvas_class(tmp_path / "download")
+    (tmp_path / "roster.csv").write_text(CANVAS_ROSTER + '"Student, Test",999,,,Sec A,\n')
+    done = CliRunner().invoke(main, ["batch", "lab02", str(tmp_path / "download"), "--out",
+                                     str(tmp_path / "out"), "--jobs", "2", "--roster",
+                                     str(tmp_path / "roster.csv")])
+    assert done.exit_code == 0, done.output
+    assert "1 students on the roster sent nothing: 105" in done.output
+    assert ("left out 1 rows of the roster that are not students (staff, the LMS's test "
+            "student): Student, Test (999)") in done.output
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
+        assert "999" not in {s.student for s in book.current("lab02")}

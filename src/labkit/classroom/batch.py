@@ -87,6 +87,7 @@ class BatchSummary:
     missing: tuple[str, ...] = ()  # roster ids with no entry
     jobs: int = 1  # submissions graded at once (see `jobs_for`)
     inside: str = ""  # the folder of SUBMISSIONS the download was read in, if wrapped in one
+    not_students: tuple[str, ...] = ()  # roster rows left out: staff, the LMS's test student
 
 
 Sink = Callable[[str, LabResult], None]
@@ -198,16 +199,17 @@ def grade_many(
         raise BatchError(
             f"nothing of {submissions_dir} could be graded as a {found.layout} download: "
             f"{len(found.ignored)} items, none a submission of files, e.g. {shown}")
-    entries, unlisted, missing = found.entries, [], []
+    entries, unlisted, missing, not_students = found.entries, [], [], []
     if roster is not None:
         people = rosters.read(roster)
         placed = rosters.place(entries, people)
-        if entries and people and len(placed.unlisted) == len(entries):
+        if entries and placed.missing and len(placed.unlisted) == len(entries):
             raise BatchError(
                 f"none of the {len(entries)} submissions of {submissions_dir} matches anyone "
                 f"on the roster {roster}: {', '.join(placed.unlisted[:3])}; is it this "
                 f"class's download and roster, read as the right --layout?")
         entries, unlisted, missing = placed.entries, placed.unlisted, placed.missing
+        not_students = [f"{p.name} ({p.id})" if p.name else p.id for p in placed.not_students]
     ids = {entry.student for entry in entries}
     key = grader_key(lab, lang)
     max_score = lab_checks(lab).max_score
@@ -296,7 +298,7 @@ def grade_many(
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
                         tuple(unlisted), tuple(p.id for p in missing), workers.jobs,
-                        found.inside)
+                        found.inside, tuple(not_students))
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,

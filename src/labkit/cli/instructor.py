@@ -123,6 +123,10 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
         lines.append(f"{len(summary.unlisted)} submissions match nobody on the roster "
                      "(graded under their own names):")
         lines += [f"  {name}" for name in summary.unlisted[:MAX_LISTED]]
+    if summary.not_students:
+        lines.append(f"left out {len(summary.not_students)} rows of the roster that are not "
+                     "students (staff, the LMS's test student): "
+                     + ", ".join(summary.not_students[:MAX_LISTED]))
     if summary.missing:
         lines.append(f"{len(summary.missing)} students on the roster sent nothing: "
                      + ", ".join(summary.missing[:MAX_LISTED]))
