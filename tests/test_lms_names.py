@@ -155,6 +155,21 @@ def test_canvas_two_uploads_of_one_lab_file_are_refused_never_one_kept_silently(
     assert "ruizana_1001_5002_broadcasting.py" in text and "broadcasting.py" in text
 
 
+def test_a_name_the_lms_wrote_empty_or_starting_with_its_separator(tmp_path):
+    """Canvas keeps only word characters of a name ("!!" is "") and Moodle drops some:
+    the prefix may start with `_`; the ids are still the first ones."""
+    (tmp_path / "canvas").mkdir()
+    (tmp_path / "canvas" / "_1001_5001_broadcasting.py").write_text(SOLUTION)
+    (tmp_path / "canvas" / "_bo_late_1003_5002_x_1001_5_broadcasting.py").write_text(STUB)
+    entries = by_student(layouts.discover(tmp_path / "canvas", LAB02, "canvas"))
+    assert (entries["1001"].person, entries["1003"].person) == ("", "_bo")
+    assert entries["1003"].late and read_text(entries["1001"]) == SOLUTION
+    (tmp_path / "moodle").mkdir()
+    (tmp_path / "moodle" / "_1001_assignsubmission_file_broadcasting.py").write_text(SOLUTION)
+    (entry,) = layouts.discover(tmp_path / "moodle", LAB02, "moodle").entries
+    assert (entry.student, entry.person, read_text(entry)) == ("1001", "", SOLUTION)
+
+
 # --- Gradescope and plain folders -------------------------------------------------------------
 
 METADATA = """\

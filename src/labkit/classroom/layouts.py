@@ -53,9 +53,9 @@ MAX_ITEMS = 100_000  # entries of a download folder looked at, at most
 # every `_digits_` out of the login it writes, so the first `_user_attachment_` after it
 # is its own; Moodle writes the full name with every `_` made a space, so its first `_`
 # ends the name. Ids are ASCII digits (`\d` would take any script's).
-_CANVAS = re.compile(r"^(?P<login>[^_]+(?:_(?![0-9]+_)[^_]*)*?)_(?:(?P<late>late|LATE)_)?"
+_CANVAS = re.compile(r"^(?P<login>[^_]*(?:_(?![0-9]+_)[^_]*)*?)_(?:(?P<late>late|LATE)_)?"
                      r"(?P<user>[0-9]+)_(?P<attachment>[0-9]+)_(?P<file>.+)$", re.DOTALL)
-_MOODLE = re.compile(r"^(?P<person>[^_]+)_(?P<participant>[0-9]+)_assignsubmission_"
+_MOODLE = re.compile(r"^(?P<person>[^_]*)_(?P<participant>[0-9]+)_assignsubmission_"
                      r"(?P<plugin>[a-z0-9]+)_(?P<file>.*)$", re.DOTALL)
 _COPY = re.compile(r"^(?P<stem>.+?)-(?P<copy>\d+)(?P<ext>\.[^.]+)?$", re.DOTALL)
 
