@@ -11,6 +11,8 @@ the LMS writes it, with an attacker (id 1002) whose uploads imitate a classmate'
 from __future__ import annotations
 
 import os
+import warnings
+import zipfile
 
 import pytest
 from batchkit import LAB02, MUTANT, SOLUTION, STUB, zipped
@@ -355,6 +357,19 @@ def test_gradescope_and_zips_renamed_lab_files_with_a_note(tmp_path):
     assert read_renamed(entries["1003"]) == (
         {"broadcasting.py": SOLUTION.encode()},
         "lab02/lab02/BROADCASTING.PY was graded as broadcasting.py")
+
+
+def test_a_zip_holding_one_lab_path_twice_is_refused(tmp_path):
+    """A zip may hold two members of one name (or `a\\x` beside `a/x`): the last one was
+    read, silently."""
+    folder = tmp_path / "Ana Ruiz_1001_assignsubmission_file_"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "lab02.zip", "w") as archive, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name it writes
+        archive.writestr("lab02/broadcasting.py", SOLUTION)
+        archive.writestr("lab02\\broadcasting.py", STUB)
+    (entry,) = layouts.discover(tmp_path, LAB02).entries
+    assert "lab02/broadcasting.py, lab02/broadcasting.py" in two_files(entry)
 
 
 def test_renamed_files_of_a_lab_in_folders(tmp_path):

@@ -370,13 +370,15 @@ def _unzip(lab: LabSpec, path: Path,
         if sum(m.file_size for m in members) > max_unpacked:
             raise SubmissionError("batch_zip_bomb", name=name, limit=max_unpacked // 2**20)
         names: dict[str, zipfile.ZipInfo] = {}
-        member: zipfile.ZipInfo | None  # reused below for names.get(), which may be None
+        twice: set[str] = set()  # paths two members have (`a/x` and `a\x`, or one name twice)
         for member in members:
             clean = _safe_name(member.filename)
             if clean is None:
                 raise SubmissionError("batch_unsafe_zip", name=name,
                                       path=member.filename[:200])
             if clean and not member.is_dir() and clean.split("/")[0] not in _IGNORED:
+                if clean in names:
+                    twice.add(clean)
                 names[clean] = member
         if not names:
             raise SubmissionError("batch_empty", name=name)
@@ -391,6 +393,9 @@ def _unzip(lab: LabSpec, path: Path,
             one = _one_of(rel, base, folders.get(parent, ()))
             if one is None:
                 continue
+            if one[1] in twice:
+                raise SubmissionError("batch_two_files", file=rel,
+                                      names=", ".join([textsafe.shown(one[1])] * 2))
             member = names[one[1]]
             if one[0] != base:
                 renamed[rel] = one[1]
