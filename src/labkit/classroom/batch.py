@@ -86,6 +86,8 @@ class BatchSummary:
     unlisted: tuple[str, ...] = ()  # entries the roster does not name (graded all the same)
     missing: tuple[str, ...] = ()  # roster ids with no entry
     jobs: int = 1  # submissions graded at once (see `jobs_for`)
+    inside: str = ""  # the folder of SUBMISSIONS the download was read in, if wrapped in one
+    not_students: tuple[str, ...] = ()  # roster rows left out: staff, the LMS's test student
 
 
 Sink = Callable[[str, LabResult], None]
@@ -192,10 +194,22 @@ def grade_many(
             f"{len(found.ignored)} of {len(found.ignored) + len(found.entries)} items of "
             f"{submissions_dir} could not be placed as a {found.layout} download, e.g. "
             f"{shown}; pass --layout {'|'.join(layouts.LAYOUTS)}")
-    entries, unlisted, missing = found.entries, [], []
+    if not found.entries and found.ignored:  # all of it known not to be code, say
+        shown = ", ".join(f"{i.name} ({i.reason})" for i in found.ignored[:3])
+        raise BatchError(
+            f"nothing of {submissions_dir} could be graded as a {found.layout} download: "
+            f"{len(found.ignored)} items, none a submission of files, e.g. {shown}")
+    entries, unlisted, missing, not_students = found.entries, [], [], []
     if roster is not None:
-        placed = rosters.place(entries, rosters.read(roster))
+        people = rosters.read(roster)
+        placed = rosters.place(entries, people)
+        if entries and placed.missing and len(placed.unlisted) == len(entries):
+            raise BatchError(
+                f"none of the {len(entries)} submissions of {submissions_dir} matches anyone "
+                f"on the roster {roster}: {', '.join(placed.unlisted[:3])}; is it this "
+                f"class's download and roster, read as the right --layout?")
         entries, unlisted, missing = placed.entries, placed.unlisted, placed.missing
+        not_students = [f"{p.name} ({p.id})" if p.name else p.id for p in placed.not_students]
     ids = {entry.student for entry in entries}
     key = grader_key(lab, lang)
     max_score = lab_checks(lab).max_score
@@ -283,7 +297,8 @@ def grade_many(
     return BatchSummary(lab.id, out, Path(gradebook or out / GRADEBOOK_NAME), len(entries),
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
-                        tuple(unlisted), tuple(p.id for p in missing), workers.jobs)
+                        tuple(unlisted), tuple(p.id for p in missing), workers.jobs,
+                        found.inside, tuple(not_students))
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,

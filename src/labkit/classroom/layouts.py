@@ -5,14 +5,22 @@ keyed by the platform's own student id, and lists what it could not place, with 
 
 - `folders`: one folder or `.zip` per student, named by the student (labkit's own).
 - `canvas`: "Download submissions" gives one flat folder of files named
-  `login_[LATE_]userid_attachmentid_filename`; a file uploaded again is renamed
-  `filename-1.py`, `filename-2.py`... Files are grouped by user id and the newest copy of
-  each lab file is kept; `LATE` marks the entry late.
+  `login_[late_]userid_attachmentid_filename`, lower-cased (older downloads: `LATE`); a
+  file uploaded again is renamed `filename-1.py`, `filename-2.py`... Files are grouped by
+  user id and the newest copy of each uploaded name is kept; `late` marks the entry late.
 - `moodle`: "Download all submissions" gives `Full Name_participantid_assignsubmission_file_/`
   folders (or, without "download in folders", flat files with that prefix); online-text
   folders (`..._assignsubmission_onlinetext_`) are not code and are listed as ignored.
+
+The LMS's prefix is read from the left, as far as the LMS writes it: what follows is the
+name the student gave the file, which may imitate anything (another student's prefix)
+and never moves the file to another entry. A student's loose files are one entry: its
+lab files, or else the one `.zip` uploaded; two uploads that could be one lab file are
+refused when the entry is read (`labkit.classroom.submissions`), never merged.
 - `gradescope`: the "Export Submissions" folder: `submission_metadata.yml` maps each
-  `submission_N/` folder to its submitters (`:name:`, `:sid:`, `:email:`).
+  `submission_N/` folder to its submitters (`:name:`, `:sid:`, `:email:`). Its zip
+  unpacks into `assignment_<id>_export/`: a download that holds only a folder that is an
+  LMS's download is read inside it (`Discovered.inside`).
 
 Names are the students' own text: ids and names are stored as `textsafe.shown` gives them.
 The metadata file is bounded in size before it is parsed.
@@ -20,6 +28,7 @@ The metadata file is bounded in size before it is parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable
@@ -39,10 +48,15 @@ MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_METADATA_NODES = 1_000_000
 MAX_ITEMS = 100_000  # entries of a download folder looked at, at most
 
-_CANVAS = re.compile(r"^(?P<login>.+?)_(?:(?P<late>LATE)_)?(?P<user>\d+)_(?P<attachment>\d+)_"
-                     r"(?P<file>.+)$", re.DOTALL)
-_MOODLE = re.compile(r"^(?P<person>.+)_(?P<participant>\d+)_assignsubmission_(?P<plugin>[a-z]+)_"
-                     r"(?P<file>.*)$", re.DOTALL)
+# Each LMS's prefix is read from the left, as far as the LMS writes it, and what follows
+# is the student's uploaded name, whatever it holds (another prefix, say). Canvas takes
+# every `_digits_` out of the login it writes, so the first `_user_attachment_` after it
+# is its own; Moodle writes the full name with every `_` made a space, so its first `_`
+# ends the name. Ids are ASCII digits (`\d` would take any script's).
+_CANVAS = re.compile(r"^(?P<login>[^_]*(?:_(?![0-9]+_)[^_]*)*?)_(?:(?P<late>late|LATE)_)?"
+                     r"(?P<user>[0-9]+)_(?P<attachment>[0-9]+)_(?P<file>.+)$", re.DOTALL)
+_MOODLE = re.compile(r"^(?P<person>[^_]*)_(?P<participant>[0-9]+)_assignsubmission_"
+                     r"(?P<plugin>[a-z0-9]+)_(?P<file>.*)$", re.DOTALL)
 _COPY = re.compile(r"^(?P<stem>.+?)-(?P<copy>\d+)(?P<ext>\.[^.]+)?$", re.DOTALL)
 
 
@@ -64,6 +78,7 @@ class Discovered:
     layout: str
     entries: list[Entry]
     ignored: list[Ignored]
+    inside: str = ""  # the one folder the download was found in, if it was wrapped in one
 
     @property
     def mostly_ignored(self) -> bool:
@@ -76,11 +91,14 @@ def discover(root: Path, lab: LabSpec, layout: str = "auto") -> Discovered:
     """The entries of a download in `layout` ("auto": the one its names say)."""
     root = Path(root)
     names = _names(root)
+    inside = _wrapped(root, names, layout)
+    if inside:
+        root, names = root / inside, _names(root / inside)
     chosen = detect(root, names) if layout == "auto" else layout
     if chosen == "canvas":
         found = _canvas(root, lab, names)
     elif chosen == "moodle":
-        found = _moodle(root, names)
+        found = _moodle(root, lab, names)
     elif chosen == "gradescope":
         found = _gradescope(root, names)
     elif chosen == "folders":
@@ -89,7 +107,17 @@ def discover(root: Path, lab: LabSpec, layout: str = "auto") -> Discovered:
                                                 for n in ignored])
     else:
         raise LayoutError(f"unknown layout {layout!r} (choose from auto, {', '.join(LAYOUTS)})")
-    return found
+    return dataclasses.replace(found, inside=inside)
+
+
+def _wrapped(root: Path, names: list[tuple[str, bool]], layout: str) -> str:
+    """The one folder `root` holds, when that folder is an LMS's download (Gradescope's
+    zip unpacks into `assignment_<id>_export/`; any zip may be unpacked into a folder of
+    its name): read as plain folders, it would be one student. "" otherwise."""
+    if len(names) != 1 or not names[0][1] or layout == "folders":
+        return ""
+    inner = detect(root / names[0][0])
+    return names[0][0] if inner != "folders" and layout in ("auto", inner) else ""
 
 
 def detect(root: Path, names: Iterable[tuple[str, bool]] | None = None) -> str:
@@ -132,31 +160,36 @@ def _canvas(root: Path, lab: LabSpec, names: list[tuple[str, bool]]) -> Discover
         match = None if is_dir else _CANVAS.match(name)
         if match is None or not (root / name).is_file() or (root / name).is_symlink():
             ignored.append(Ignored(textsafe.shown(name), "not a file named as Canvas names "
-                                   "submissions (login_[LATE_]userid_id_filename)"))
+                                   "submissions (login_[late_]userid_id_filename)"))
             continue
         users.setdefault(match["user"], []).append(match)
     wanted = (*lab.files, f"{lab.id}.ipynb")
     entries = []
     for user, files in users.items():
-        chosen: dict[str, tuple[tuple[int, int], re.Match[str]]] = {}
+        # Canvas renames a file uploaded again `name-N.ext`: of each uploaded name, its
+        # newest copy is the one to grade. Two uploads of one name and copy stay, and
+        # reading the entry refuses them: which one was meant cannot be told.
+        chosen: dict[str, tuple[int, list[re.Match[str]]]] = {}
         for match in files:
             original, copy = _original(match["file"], wanted)
-            rank = (copy, int(match["attachment"]))
-            if original in chosen and chosen[original][0] >= rank:
-                continue
-            chosen[original] = (rank, match)
-        lab_files = tuple((rel, chosen[rel][1].string) for rel in wanted if rel in chosen)
-        zips = sorted((rank, m) for name, (rank, m) in chosen.items()
-                      if name.lower().endswith(".zip"))
+            if original not in chosen or chosen[original][0] < copy:
+                chosen[original] = (copy, [match])
+            elif chosen[original][0] == copy:
+                chosen[original][1].append(match)
+        uploads = sorted((original, m.string) for original, (_, kept) in chosen.items()
+                         for m in kept)
+        lab_files = [name for original, name in uploads if submissions.lab_file(lab, original)]
+        zips = sorted(((copy, int(m["attachment"])), m) for name, (copy, kept) in chosen.items()
+                      for m in kept if name.lower().endswith(".zip"))
         newest = max(files, key=lambda m: int(m["attachment"]))
-        late = any(m["late"] for _, m in chosen.values())
+        late = any(m["late"] for _, kept in chosen.values() for m in kept)
         login = textsafe.shown(newest["login"])
         if not lab_files and zips:  # a zip of the workspace, read as any zip
             zip_name = zips[-1][1].string
             entries.append(Entry(user, root, zip_name, "zip", late=late, person=login))
         else:
-            first = lab_files[0][1] if lab_files else newest.string
-            entries.append(Entry(user, root, first, "files", files=lab_files, late=late,
+            first = lab_files[0] if lab_files else newest.string
+            entries.append(Entry(user, root, first, "files", files=tuple(uploads), late=late,
                                  person=login))
     return Discovered("canvas", submissions.one_per_student(entries), ignored)
 
@@ -175,7 +208,7 @@ def _original(name: str, wanted: tuple[str, ...]) -> tuple[str, int]:
 # --- Moodle -------------------------------------------------------------------------------
 
 
-def _moodle(root: Path, names: list[tuple[str, bool]]) -> Discovered:
+def _moodle(root: Path, lab: LabSpec, names: list[tuple[str, bool]]) -> Discovered:
     ignored: list[Ignored] = []
     entries: list[Entry] = []
     loose: dict[str, list[tuple[str, str]]] = {}
@@ -194,17 +227,23 @@ def _moodle(root: Path, names: list[tuple[str, bool]]) -> Discovered:
         elif is_dir and not match["file"]:
             entries.append(Entry(participant, root, name, "folder", person=person))
         elif not is_dir and match["file"] and not (root / name).is_symlink():
-            if match["file"].lower().endswith(".zip"):
-                entries.append(Entry(participant, root, name, "zip", person=person))
-            else:
-                loose.setdefault(participant, []).append((match["file"], name))
-                people[participant] = person
+            loose.setdefault(participant, []).append((match["file"], name))
+            people[participant] = person
         else:
             ignored.append(Ignored(textsafe.shown(name), "not a folder or file of a Moodle "
                                    "file submission"))
     for participant, files in loose.items():
-        entries.append(Entry(participant, root, files[0][1], "files", files=tuple(sorted(files)),
-                             person=people[participant]))
+        # all of a participant's loose files are one entry: its lab files, or else the
+        # one zip it uploaded (several: reading the entry says so)
+        files.sort()
+        lab_files = [name for uploaded, name in files if submissions.lab_file(lab, uploaded)]
+        zips = [name for uploaded, name in files if uploaded.lower().endswith(".zip")]
+        if not lab_files and len(zips) == 1:
+            entries.append(Entry(participant, root, zips[0], "zip", person=people[participant]))
+        else:
+            first = (lab_files or zips or [files[0][1]])[0]
+            entries.append(Entry(participant, root, first, "files", files=tuple(files),
+                                 person=people[participant]))
     return Discovered("moodle", submissions.one_per_student(entries), ignored)
 
 

@@ -7,6 +7,13 @@ Name, SID, Email, Sections`) or a plain `id, name, email, section` file — and 
 renames entries to the roster's ids: an entry matches a person by its id (the Canvas
 user id, the Moodle participant id, the Gradescope SID), its email, or its folder name
 against the login ids and the email's user part. A key two people share matches nobody.
+
+Rows that are not students are on no roster (`Placed.not_students`): staff, where the
+export has a role column (Gradescope's `Role`: TA, Instructor, Reader; Moodle's
+participants `Roles`: Teacher, Non-editing teacher, Manager...), and the test student an
+LMS adds for its "student view" (Canvas: "Test Student", "Student, Test" in its
+gradebook). A role labkit does not know counts as a student: a student left out would
+be missing from every count, a staff member kept is only listed as missing.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from labkit import textsafe
@@ -31,6 +38,14 @@ _EMAIL = ("email", "email address", "e-mail")
 _SECTION = ("section", "sections", "group", "groups")
 _LOGINS = ("sis login id", "sis user id", "login", "login id", "username", "id number",
            "integration id")
+_ROLE = ("role", "roles")
+# roles of people who teach, grade or watch, as Canvas, Moodle and Gradescope name them
+_STAFF = frozenset(("ta", "teacher", "instructor", "reader", "grader", "manager", "designer",
+                    "observer", "non-editing teacher", "editing teacher", "teaching assistant",
+                    "teacher assistant", "course creator", "tutor", "editingteacher",
+                    "teacherenrollment", "taenrollment", "designerenrollment",
+                    "observerenrollment", "profesor", "profesor sin permiso de edición"))
+_TEST_STUDENT = frozenset(("test student", "student, test"))
 _PARTICIPANT = re.compile(r"^(?:participant|participante)\s*(\d+)$", re.IGNORECASE)
 
 
@@ -45,6 +60,7 @@ class Person:
     email: str
     section: str
     keys: frozenset[str]  # every text an entry may be matched by (lowercased)
+    student: bool = True  # False: staff, or the LMS's test student (see the module's doc)
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,7 @@ class Placed:
     entries: list[Entry]  # renamed to the roster's ids where matched
     unlisted: list[str]  # entries that match nobody on the roster (graded all the same)
     missing: list[Person]  # on the roster, with no entry
+    not_students: list[Person] = field(default_factory=list)  # rows left out: staff, tests
 
 
 def read(path: Path) -> list[Person]:
@@ -101,9 +118,11 @@ def read(path: Path) -> list[Person]:
         keys = {k.lower() for k in (ident, email, *logins) if k}
         if email and "@" in email:
             keys.add(email.split("@", 1)[0].lower())
+        roles = {r.strip().lower() for r in re.split(r"[,;]", pick(_ROLE, row)) if r.strip()}
+        student = not (roles and roles <= _STAFF) and name.strip().lower() not in _TEST_STUDENT
         people.append(Person(textsafe.shown(ident or email), textsafe.shown(name),
                              textsafe.shown(email), textsafe.shown(pick(_SECTION, row)),
-                             frozenset(keys)))
+                             frozenset(keys), student))
     return people
 
 
@@ -116,7 +135,10 @@ def _rows(reader: Iterable[list[str]]) -> Iterable[list[str]]:
 
 
 def place(entries: list[Entry], people: list[Person]) -> Placed:
-    """Entries named by the roster's ids, with the roster's names, emails and sections."""
+    """Entries named by the roster's ids, with the roster's names, emails and sections.
+    Rows that are not students match no entry and are never missing."""
+    not_students = [p for p in people if not p.student]
+    people = [p for p in people if p.student]
     index: dict[str, Person | None] = {}
     for someone in people:
         for key in someone.keys:
@@ -134,7 +156,7 @@ def place(entries: list[Entry], people: list[Person]) -> Placed:
         placed.append(replace(entry, student=person.id, person=person.name or entry.person,
                               email=person.email or entry.email, section=person.section))
     missing = [p for p in people if p.id not in seen]
-    return Placed(one_per_student(placed), unlisted, missing)
+    return Placed(one_per_student(placed), unlisted, missing, not_students)
 
 
 def _entry_keys(entry: Entry) -> list[str]:

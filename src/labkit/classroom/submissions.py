@@ -7,6 +7,11 @@ the folder, the unpacked size is bounded, members are read with a cap), only the
 own files are taken out, into memory (nothing of an entry is ever written), and
 anything unusable becomes a `SubmissionError` whose message names the problem, so that
 student gets an `error` and the batch goes on.
+
+A lab file may come renamed as browsers and systems rename files (`broadcasting (1).py`,
+`Broadcasting.py`): it is graded as the lab's, and the note says so. Two files that
+could be one lab file are refused (`batch_two_files`): which one the student meant
+cannot be told.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import re
 import stat
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from labkit import fileset, textsafe
+from labkit import fileset, i18n, textsafe
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
 from labkit.student import locate, workspace
@@ -53,7 +58,7 @@ class Entry:
     name: str  # the entry's file or folder name (for "files": the first of its files)
     kind: str  # "folder", "zip" or "files" (loose files of one student, as Canvas gives)
     duplicate_of: str = ""  # set when the same student has another entry too
-    files: tuple[tuple[str, str], ...] = ()  # "files": (name in the lab, file name in root)
+    files: tuple[tuple[str, str], ...] = ()  # "files": (name uploaded, file name in root)
     late: bool = False  # the LMS marked it late
     person: str = ""  # the student's name, as the LMS or the roster gives it
     email: str = ""
@@ -129,21 +134,16 @@ def read(lab: LabSpec, entry: Entry, lang: str,
     if entry.duplicate_of:
         raise SubmissionError("batch_duplicate", names=entry.duplicate_of)
     if entry.kind == "zip":
-        members = _unzip(lab, entry.path, max_unpacked)
-        return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
+        return _collect(entry, lab, lang, *_unzip(lab, entry.path, max_unpacked))
     if entry.kind == "files":
-        if not entry.files:
-            raise SubmissionError("batch_no_lab_files", name=entry.name,
-                                  files=", ".join(lab.files))
-        names = dict(entry.files)
-        return _collect(entry, lambda: workspace.read_submission(
-            lab, lambda rel, limit: _read_loose(entry.root, names, rel, limit), lang))
+        return _read_uploads(lab, entry, lang, max_unpacked)
     inner = _single_zip(lab, entry.path)
     if inner is not None:  # an LMS folder holding the zip the student uploaded
-        members = _unzip(lab, inner, max_unpacked)
-        return _collect(entry, lambda: workspace.read_submission(lab, _reader(members), lang))
-    root = _find_root(lab, entry.path, entry)
-    return _collect(entry, lambda: workspace.collect_submission(lab, root, lang))
+        return _collect(entry, lab, lang, *_unzip(lab, inner, max_unpacked))
+    root = entry.path / _find_root(lab, entry.path, entry)
+    chosen, renamed = _in_folder(lab, root)
+    return _collect(entry, lab, lang, lambda rel, limit: workspace.read_plain_file(
+        root, chosen.get(rel, rel), limit), renamed)
 
 
 def error_digest(entry: Entry) -> str:
@@ -168,7 +168,104 @@ def error_digest(entry: Entry) -> str:
     return "sha256:" + h.hexdigest()
 
 
-# --- folders ------------------------------------------------------------------------------
+def lab_file(lab: LabSpec, name: str) -> str | None:
+    """The lab's file (or its notebook) that an uploaded file named `name` is, if any."""
+    return next((rel for rel in _wanted(lab) if _stands_for(name, rel)), None)
+
+
+def _wanted(lab: LabSpec) -> tuple[str, ...]:
+    return (*lab.files, f"{lab.id}.ipynb")
+
+
+# A browser saving a file again writes `name (1).ext` (Firefox `name(1).ext`)
+_BROWSER_COPY = re.compile(r"^(?P<stem>.+?) ?\((?P<copy>[0-9]{1,3})\)(?P<ext>\.[^.]*)?$",
+                           re.DOTALL)
+
+
+def _stands_for(name: str, wanted: str) -> bool:
+    """Whether a file named `name` is the lab's file named `wanted` (in the same folder):
+    that name, or it as a browser saves a second copy (`broadcasting (1).py`) or a system
+    that ignores case keeps it (`Broadcasting.py`)."""
+    if name == wanted:
+        return True
+    copy = _BROWSER_COPY.match(name)
+    plain = copy["stem"] + (copy["ext"] or "") if copy else name
+    return plain.lower() == wanted.lower()
+
+
+def _one_of(rel: str, base: str, found: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
+    """(name, where it is) of the one item of `found` that is the lab's file `rel` (named
+    `base` in its folder); None if none is. Two are refused: which one the student meant
+    cannot be told, and keeping either would be a guess."""
+    matches = sorted((where, name) for name, where in found if _stands_for(name, base))
+    if len(matches) > 1:
+        raise SubmissionError("batch_two_files", file=rel,
+                              names=", ".join(textsafe.shown(where) for where, _ in matches))
+    return (matches[0][1], matches[0][0]) if matches else None
+
+
+def _marker_prefix(path: str, marker: str) -> str | None:
+    """The folder ("" or "a/b/") below which `path` is the lab's file `marker` (its name
+    perhaps renamed: `_stands_for`); None if it is not that file."""
+    parent, _, name = path.rpartition("/")
+    marker_parent, _, marker_name = marker.rpartition("/")
+    if not _stands_for(name, marker_name):
+        return None
+    if not marker_parent:
+        return parent + "/" if parent else ""
+    if parent == marker_parent:
+        return ""
+    if parent.endswith("/" + marker_parent):
+        return parent[: -len(marker_parent)]
+    return None
+
+
+def _collect(entry: Entry, lab: LabSpec, lang: str, read: workspace.Read,
+             renamed: dict[str, str] | None = None) -> Collected:
+    """The lab's files as `read` gives them; the note says which renamed file (`renamed`:
+    lab file -> where it was) was graded as which lab file, and what the notebook lost."""
+    used = set()
+
+    def reading(rel: str, limit: int) -> bytes:
+        data = read(rel, limit)
+        used.add(rel)
+        return data
+
+    try:
+        found = workspace.read_submission(lab, reading, lang)
+    except workspace.WorkspaceError as exc:
+        raise SubmissionError(exc.key, **exc.params) from None
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise SubmissionError("batch_unreadable", name=entry.name,
+                              reason=type(exc).__name__) from None
+    notes = [i18n.t("batch_renamed", lang, found=textsafe.shown(where), file=rel)
+             for rel, where in (renamed or {}).items() if rel in used]
+    note = " ".join(filter(None, ("; ".join(notes), found.note)))
+    return Collected(found.files, note, fileset.digest(found.files))
+
+
+# --- loose uploads ------------------------------------------------------------------------
+
+
+def _read_uploads(lab: LabSpec, entry: Entry, lang: str, max_unpacked: int) -> Collected:
+    """A "files" entry: what one student uploaded, loose in the download (`entry.files`).
+    Each lab file is one upload; with none of them, the one `.zip` uploaded is read."""
+    chosen, renamed = {}, {}
+    for rel in _wanted(lab):
+        one = _one_of(rel, rel, entry.files)
+        if one is not None:
+            chosen[rel] = one[1]
+            if one[0] != rel:
+                renamed[rel] = one[0]  # the name the student gave it, shown in the note
+    if chosen:
+        return _collect(entry, lab, lang, lambda rel, limit: _read_loose(
+            entry.root, chosen, rel, limit), renamed)
+    zips = sorted(where for name, where in entry.files if name.lower().endswith(".zip"))
+    if len(zips) > 1:
+        raise SubmissionError("batch_two_zips", names=", ".join(map(textsafe.shown, zips)))
+    if zips:
+        return _collect(entry, lab, lang, *_unzip(lab, entry.root / zips[0], max_unpacked))
+    raise SubmissionError("batch_no_lab_files", name=entry.name, files=", ".join(lab.files))
 
 
 def _read_loose(root: Path, names: dict[str, str], rel: str, limit: int) -> bytes:
@@ -176,6 +273,9 @@ def _read_loose(root: Path, names: dict[str, str], rel: str, limit: int) -> byte
     if rel not in names:
         raise FileNotFoundError(rel)
     return workspace.read_plain_file(root, names[rel], limit)
+
+
+# --- folders ------------------------------------------------------------------------------
 
 
 def _single_zip(lab: LabSpec, folder: Path) -> Path | None:
@@ -190,6 +290,8 @@ def _single_zip(lab: LabSpec, folder: Path) -> Path | None:
             items = [i for i in found if not i.name.startswith(".") and i.name not in _IGNORED]
     except OSError:
         return None
+    if any(lab_file(lab, i.name) for i in items):  # one renamed (`Broadcasting.py`)
+        return None
     zips = [i for i in items if i.name.lower().endswith(".zip")
             and i.is_file(follow_symlinks=False)]
     if len(zips) != 1 or any(i.is_dir(follow_symlinks=False) for i in items):
@@ -197,16 +299,40 @@ def _single_zip(lab: LabSpec, folder: Path) -> Path | None:
     return Path(zips[0].path)
 
 
-def _find_root(lab: LabSpec, folder: Path, entry: Entry) -> Path:
-    """The folder inside an entry that holds the lab's files (the entry itself, usually),
-    found as `labkit grade` finds a student's (`locate.lab_roots`)."""
-    best = locate.lab_roots(lab, folder, SEARCH_DEPTH)
+def _find_root(lab: LabSpec, folder: Path, entry: Entry) -> str:
+    """The folder inside an entry that holds the lab's files ("" for the entry itself,
+    usually; else "sub/"), found as `labkit grade` finds a student's (`locate.lab_roots`),
+    a renamed lab file (`Broadcasting.py`) counting too."""
+    best = set(locate.lab_roots(lab, folder, SEARCH_DEPTH))
+    for path in _walk(folder, SEARCH_DEPTH + 1):
+        rel = path.relative_to(folder).as_posix()
+        for marker in _markers(lab):
+            prefix = _marker_prefix(rel, marker)
+            if prefix is not None:
+                best.add(prefix)
     if not best:
         if not any(True for _ in _walk(folder, 1)):
             raise SubmissionError("batch_empty", name=entry.name)
         raise SubmissionError("batch_no_lab_files", name=entry.name,
                               files=", ".join(lab.files))
-    return folder / _pick_prefix(set(best), entry)
+    return _pick_prefix(best, entry)
+
+
+def _in_folder(lab: LabSpec, root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Where in `root` each lab file is, when a file of another name is it (`_stands_for`),
+    and those renamed ones (lab file -> where it is). One named as the lab's is found
+    by its name; two that could be one lab file are refused."""
+    chosen, renamed = {}, {}
+    for rel in _wanted(lab):
+        parent, _, base = rel.rpartition("/")
+        try:
+            names = os.listdir(root / parent)
+        except OSError:  # not there, or not a folder: reading the file says which
+            continue
+        one = _one_of(rel, base, ((n, f"{parent}/{n}" if parent else n) for n in names))
+        if one is not None and one[0] != base:
+            chosen[rel] = renamed[rel] = one[1]
+    return chosen, renamed
 
 
 def _pick_prefix(candidates: set[str], entry: Entry) -> str:
@@ -218,17 +344,6 @@ def _pick_prefix(candidates: set[str], entry: Entry) -> str:
     return best[0]
 
 
-def _collect(entry: Entry, collect: Callable[[], workspace.Submission]) -> Collected:
-    try:
-        found = collect()
-    except workspace.WorkspaceError as exc:
-        raise SubmissionError(exc.key, **exc.params) from None
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise SubmissionError("batch_unreadable", name=entry.name,
-                              reason=type(exc).__name__) from None
-    return Collected(found.files, found.note, fileset.digest(found.files))
-
-
 # --- zips ---------------------------------------------------------------------------------
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -238,9 +353,10 @@ except ImportError:  # a Python without lzma: zipfile refuses LZMA members (Runt
     _LZMAError = zlib.error  # type: ignore[misc, assignment]
 
 
-def _unzip(lab: LabSpec, path: Path, max_unpacked: int) -> dict[str, bytes]:
-    """Check the whole zip, then read only the lab's files (and notebook) out of it:
-    `{path inside the lab: bytes}`."""
+def _unzip(lab: LabSpec, path: Path,
+           max_unpacked: int) -> tuple[workspace.Read, dict[str, str]]:
+    """Check the whole zip, then read only the lab's files (and notebook) out of it: a
+    reader of them (`_reader`), and the renamed ones (lab file -> member it was read from)."""
     name = path.name
     try:
         archive = zipfile.ZipFile(path)
@@ -254,23 +370,35 @@ def _unzip(lab: LabSpec, path: Path, max_unpacked: int) -> dict[str, bytes]:
         if sum(m.file_size for m in members) > max_unpacked:
             raise SubmissionError("batch_zip_bomb", name=name, limit=max_unpacked // 2**20)
         names: dict[str, zipfile.ZipInfo] = {}
-        member: zipfile.ZipInfo | None  # reused below for names.get(), which may be None
+        twice: set[str] = set()  # paths two members have (`a/x` and `a\x`, or one name twice)
         for member in members:
             clean = _safe_name(member.filename)
             if clean is None:
                 raise SubmissionError("batch_unsafe_zip", name=name,
                                       path=member.filename[:200])
             if clean and not member.is_dir() and clean.split("/")[0] not in _IGNORED:
+                if clean in names:
+                    twice.add(clean)
                 names[clean] = member
         if not names:
             raise SubmissionError("batch_empty", name=name)
         prefix = _zip_prefix(lab, names, path)
-        wanted = [*lab.files, f"{lab.id}.ipynb"]
-        found = {}
-        for rel in wanted:
-            member = names.get(prefix + rel)
-            if member is None:
+        folders: dict[str, list[tuple[str, str]]] = {}  # folder -> (name, member's path)
+        for clean in names:
+            parent, _, base = clean.rpartition("/")
+            folders.setdefault(parent, []).append((base, clean))
+        found, renamed = {}, {}
+        for rel in _wanted(lab):
+            parent, _, base = (prefix + rel).rpartition("/")
+            one = _one_of(rel, base, folders.get(parent, ()))
+            if one is None:
                 continue
+            if one[1] in twice:
+                raise SubmissionError("batch_two_files", file=rel,
+                                      names=", ".join([textsafe.shown(one[1])] * 2))
+            member = names[one[1]]
+            if one[0] != base:
+                renamed[rel] = one[1]
             mode = member.external_attr >> 16
             if stat.S_ISLNK(mode):
                 raise SubmissionError("bad_file", path=rel, reason="symlink")
@@ -280,7 +408,7 @@ def _unzip(lab: LabSpec, path: Path, max_unpacked: int) -> dict[str, bytes]:
             if len(data) > limit:
                 raise SubmissionError("file_too_large", path=rel, limit=limit)
             found[rel] = data
-    return found
+    return _reader(found), renamed
 
 
 def _reader(members: dict[str, bytes]) -> workspace.Read:
@@ -312,11 +440,9 @@ def _zip_prefix(lab: LabSpec, names: dict[str, zipfile.ZipInfo], path: Path) -> 
     candidates = set()
     for clean in names:
         for marker in _markers(lab):
-            if clean == marker:
-                candidates.add("")
-            elif (clean.endswith("/" + marker)
-                  and clean.count("/") <= SEARCH_DEPTH + marker.count("/")):
-                candidates.add(clean[: -len(marker)])
+            prefix = _marker_prefix(clean, marker)
+            if prefix is not None and prefix.count("/") <= SEARCH_DEPTH:
+                candidates.add(prefix)
     if not candidates:
         raise SubmissionError("batch_no_lab_files", name=path.name, files=", ".join(lab.files))
     return _pick_prefix(candidates, Entry(path.stem, path.parent, path.name, "zip"))

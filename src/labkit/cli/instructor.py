@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from labkit import settings
+from labkit import settings, textsafe
 from labkit.cli.common import LANG_OPTION, REPO_OPTION, checkout, die
 from labkit.course import catalogue as registry
 
@@ -113,6 +113,9 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
     """What of the download was not graded as a student's entry, each with its reason
     (names are already escaped: `textsafe.shown`)."""
     lines = []
+    if summary.inside:
+        lines.append(f"read the {summary.layout} download inside "
+                     f"{textsafe.shown(summary.inside)}/")
     if summary.ignored:
         lines.append(f"ignored {len(summary.ignored)} items of the {summary.layout} download:")
         lines += [f"  {item.name}: {item.reason}" for item in summary.ignored[:MAX_LISTED]]
@@ -120,6 +123,10 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
         lines.append(f"{len(summary.unlisted)} submissions match nobody on the roster "
                      "(graded under their own names):")
         lines += [f"  {name}" for name in summary.unlisted[:MAX_LISTED]]
+    if summary.not_students:
+        lines.append(f"left out {len(summary.not_students)} rows of the roster that are not "
+                     "students (staff, the LMS's test student): "
+                     + ", ".join(summary.not_students[:MAX_LISTED]))
     if summary.missing:
         lines.append(f"{len(summary.missing)} students on the roster sent nothing: "
                      + ", ".join(summary.missing[:MAX_LISTED]))
