@@ -50,6 +50,11 @@ CHILD_MODULE = "labkit.sandbox.child.worker"  # what the zygote runs
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _START_SECONDS = 30.0
+# How long the zygote has to answer anything once started (a ping, a spawn, a stop). One
+# that answers later is given up on (its replies would come out of turn): the kit's
+# failure, which no check's code is blamed for (`Zygote.given_up`).
+ANSWER_SECONDS = 30.0
+DYING_SECONDS = 0.5
 
 
 class WorkerFailure(Exception):
@@ -73,6 +78,20 @@ class WorkerCrashed(WorkerFailure):
         super().__init__(detail or f"exit code {exitcode}")
         self.exitcode = exitcode
         self.detail = detail
+
+
+class KitFault(WorkerFailure):
+    """The kit, not the student's code, could not grade a check: a worker or zygote ended
+    from outside the student's code, or a measurement the machine was too busy to make.
+    Never the student's fault: reported as an `error` saying so, not as a fail.
+
+    `detail` says what happened (English, for logs); a grader may instead name one of
+    its lab's bilingual messages, `key` with `params` (see `labkit.engine.api.kit_fault`).
+    """
+
+    def __init__(self, detail: str = "", key: str = "", **params: Any) -> None:
+        super().__init__(detail or key)
+        self.detail, self.key, self.params = detail, key, params
 
 
 class SandboxFailure(WorkerCrashed):
@@ -388,7 +407,11 @@ class WorkerHandle:
             self.stop()
             return error
         if isinstance(exc, protocol.ChannelClosed):
-            return WorkerCrashed(self.stop()["exitcode"])
+            ended = self.stop()
+            why = self.sandbox.given_up({self.generation})
+            if why is not None:  # the kit ended it, with the zygote it gave up on
+                return KitFault(why)
+            return WorkerCrashed(ended["exitcode"])
         self.stop()
         return WorkerCrashed(None, str(exc))
 
@@ -463,6 +486,8 @@ class Zygote:
         self._shm_before: set[int] = set()  # process mode: System V segments before it
         self._dev_shm_before: set[str] = set()  # process mode: what /dev/shm held before it
         self._group: pids.PidsGroup | None = None  # the pids cgroup it runs in, if any
+        # generation -> why the kit itself ended that zygote while it ran (`give_up`)
+        self.given_up: dict[int, str] = {}
 
     @property
     def isolation(self) -> str:
@@ -582,8 +607,8 @@ class Zygote:
         try:
             self._control.send(protocol.pack({"op": "ping"}, []))
             return bool(self._receive().get("pong"))
-        except (OSError, WorkerCrashed):
-            self.close()
+        except (OSError, WorkerCrashed) as exc:
+            self.give_up(f"the sandbox did not answer a ping: {exc}")
             return False
 
     def post(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -616,11 +641,12 @@ class Zygote:
             self._unread -= 1
             try:
                 reply = self._receive()
-            except WorkerCrashed:  # it may not have killed a worker's tree: end it all
-                self.close()
+            except WorkerCrashed as exc:  # it may not have killed a worker's tree: end it all
+                self.give_up(str(exc))
                 continue
             if reply.get("dirty") or reply.get("clean") is False:  # a sweep left something
-                self.close()
+                self.give_up("the sandbox could not clear what a worker left: "
+                             f"{reply.get('dirty') or reply.get('why')}")
             elif reply.get("clean") and self.choice.mode == "process":
                 _clear_host_shm(self._shm_before)  # the host's IPC: the zygote cannot tell
                 _clear_dev_shm(self._dev_shm_before)
@@ -647,9 +673,20 @@ class Zygote:
             self._receive(_START_SECONDS)
         self._ready = True
 
-    def _receive(self, timeout: float = _START_SECONDS) -> dict[str, Any]:
+    def give_up(self, reason: str) -> None:
+        """Close a zygote that still runs because the kit cannot go on with it (it answered
+        late or out of turn, or could not clear a worker's leftovers): whatever this ends
+        (the workers it forked) ends for the kit's reason, kept in `given_up` for its
+        generation. A zygote that is dead, or dies within `DYING_SECONDS` (a closed socket
+        is often the first sign of a kill), is only closed: who ended it is not known, and
+        a worker can kill its zygote."""
+        if self._process is not None and not _wait_exit(self._process.pid, DYING_SECONDS):
+            self.given_up[self.generation] = reason[:200]
+        self.close()
+
+    def _receive(self, timeout: float | None = None) -> dict[str, Any]:
         assert self._control is not None
-        self._control.settimeout(timeout)
+        self._control.settimeout(ANSWER_SECONDS if timeout is None else timeout)
         try:
             data = self._control.recv(protocol.MAX_DATAGRAM)
         except OSError as exc:
@@ -1049,8 +1086,8 @@ class Sandbox:
         except SandboxFailure as failure:
             self.failure = failure
             raise
-        except WorkerCrashed:
-            self.zygote.close()
+        except WorkerCrashed as exc:
+            self.zygote.give_up(str(exc))
         try:
             return self.zygote.ask(message, fds)
         except WorkerCrashed as exc:
@@ -1067,18 +1104,26 @@ class Sandbox:
         try:
             ended = self.zygote.ask({"op": "stop", "pid": pid})
             if ended.get("dirty"):  # its folder could not be swept: never fork beside it
-                self.zygote.close()
+                self.zygote.give_up(f"the sandbox could not sweep a worker's folder: "
+                                    f"{ended['dirty']}")
             return ended
-        except (OSError, WorkerCrashed):
-            if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
-                self.zygote.close()
+        except (OSError, WorkerCrashed) as exc:
+            # it cannot be trusted to have killed the tree: end it all
+            self.zygote.give_up(f"the sandbox did not stop a worker: {exc}")
             return {"killed": True, "exitcode": None}
 
 
     def outlived(self, generations: set[int]) -> bool:
         """Whether the zygote that forked workers of `generations` (a check's) is the one
-        running, and answers (`Zygote.answers`): if not, one of them killed it."""
+        running, and answers (`Zygote.answers`): if not, one of them killed it, unless
+        the kit gave up on it (`given_up`)."""
         return generations <= {self.zygote.generation} and self.zygote.answers()
+
+    def given_up(self, generations: set[int]) -> str | None:
+        """Why the kit itself ended a zygote of `generations` (a check's), if it did: a
+        check whose workers ended with it failed for the kit's reason, not its code's."""
+        return next((self.zygote.given_up[g] for g in sorted(generations)
+                     if g in self.zygote.given_up), None)
 
     def release_worker(self, pid: int, generation: int) -> None:
         """Have the zygote end worker `pid` and its descendants, without waiting."""
