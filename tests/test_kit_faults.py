@@ -3,7 +3,7 @@ as an `error` that says so, never as a fail, a timeout or "your code killed the 
 
 Each cause is reproduced by injecting it: a grader that cannot measure (`kit_fault`), a
 zygote that answers later than the kit waits (a starved machine; the delay is injected by
-stopping the zygote).
+stopping the zygote), and a grading process whose other children must outlive its zygote.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
 
@@ -156,3 +158,28 @@ def test_a_zygote_a_worker_kills_is_still_that_codes_error(lab):
     assert outcome(result)["halve.values"] is Status.ERROR
     assert "killed the process that starts the workers" in result.checks[1].message
     assert outcome(result)["double.values"] is Status.PASS
+
+
+def test_closing_a_process_mode_zygote_spares_the_grading_processs_other_children(
+        lab, monkeypatch):
+    """The grading process is a child subreaper in process mode, so a dead zygote's
+    workers become its children, and closing the zygote ends them. Its own other children,
+    started after the zygote (a helper, a spinning load), are not the zygote's: before,
+    they were killed too."""
+    monkeypatch.setenv("LABKIT_ISOLATION", "process")
+    helpers = []
+    started = host.Zygote.start
+
+    def start_then_a_helper(zygote):
+        started(zygote)
+        helpers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+
+    monkeypatch.setattr(host.Zygote, "start", start_then_a_helper)
+    try:
+        result = grade(lab)
+        assert outcome(result)["double.values"] is Status.PASS
+        assert helpers and all(helper.poll() is None for helper in helpers)
+    finally:
+        for helper in helpers:
+            helper.kill()
+            helper.wait()

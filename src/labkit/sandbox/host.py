@@ -739,7 +739,7 @@ class Zygote:
                 kill_marked(self.marker)
             if self.choice.mode == "process":
                 _LIVE_ZYGOTES.discard(process.pid)
-                _kill_orphans(self._since)
+                _kill_orphans(self._since, self._group, self.marker)
                 _clear_host_shm(self._shm_before)
                 _clear_dev_shm(self._dev_shm_before)
         self._cleanup_scratch()
@@ -798,9 +798,13 @@ def _process_stat(pid: int) -> tuple[int, int, str]:
     return int(fields[1]), int(fields[19]), fields[0].decode()
 
 
-def _kill_orphans(since: int) -> None:
-    """SIGKILL and reap every child of ours started after `since` that is not a running
-    zygote, with all its descendants: what a dead zygote's workers left behind."""
+def _kill_orphans(since: int, group: pids.PidsGroup | None = None, marker: str = "") -> None:
+    """SIGKILL and reap, with all its descendants, every child of ours that a zygote's
+    tree left behind: one started after `since` that is not a running zygote and, where
+    the zygote had a pids group, that is in that group or carries its `marker` (the
+    grading process's own other children are not the zygote's: a helper, a daemon it
+    started, busy processes a test runs beside it). Without a group, every such child,
+    since a process can drop the marker."""
     me = os.getpid()
     for attempt in range(200):
         table = {}
@@ -814,7 +818,8 @@ def _kill_orphans(since: int) -> None:
         for pid, (parent, _, _) in table.items():
             children.setdefault(parent, []).append(pid)
         roots = [pid for pid in children.get(me, [])
-                 if pid not in _LIVE_ZYGOTES and table[pid][1] >= since]
+                 if pid not in _LIVE_ZYGOTES and table[pid][1] >= since
+                 and (group is None or _in_group(pid, group) or _marker_of(pid) == marker)]
         if not roots:
             return
         stack = list(roots)
@@ -833,6 +838,17 @@ def _kill_orphans(since: int) -> None:
                 pass
         if attempt:
             time.sleep(0.005)
+
+
+def _in_group(pid: int, group: pids.PidsGroup) -> bool:
+    """Whether process `pid` (a zombie too) is in `group`, by its /proc cgroup list."""
+    try:
+        with open(f"/proc/{pid}/cgroup", "rb") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return False
+    name = b"/" + group.path.name.encode()
+    return any(line.rstrip().endswith(name) for line in lines)
 
 
 def _host_shm() -> list[tuple[int, int, int, int]]:
