@@ -22,7 +22,10 @@ import zlib  # noqa: F401 - likewise
 
 import numpy as np  # noqa: F401 - likewise
 
-_SLEEP = time.sleep  # bound before the student's module is imported
+# Bound before the student's module is imported.
+_SLEEP = time.sleep
+_CLOCK = time.perf_counter
+_THREAD = threading.Thread
 
 
 def _define(source: str, name: str) -> object:
@@ -89,10 +92,90 @@ def cpu_per_wall_threads(student, source: str, name: str, arg: int, threads: int
     return student.cpu_per_wall(in_threads, arg)
 
 
-def releases(student, source: str, name: str, arg: int, runs: int) -> list:
-    """releases_gil's answers, `runs` times, for the grader's function `name`."""
-    fn = _define(source, name)
-    return [student.releases_gil(fn, arg) for _ in range(runs)]
+# The grader's functions for releases_gil, defined once per worker (their data is built
+# as they are defined): name -> function.
+_DEFINED: dict = {}
+NAP_S = 0.0005  # the grader's own helper naps as the README's does
+
+
+def releases_setup(student, source: str, name: str, seconds: float) -> int:
+    """Define the grader's function `name` and return how many repeats of its work
+    (its one argument) make a call last about `seconds` on this machine when it is not
+    kept waiting for a CPU: the time this thread waited for one (the kernel's count) is
+    left out of the timing, so a busy machine does not shorten the calls."""
+    fn = _DEFINED[name] = _define(source, name)
+    fn(1)  # warm: first-touch page faults, lazy imports
+    once = []
+    for _ in range(2):
+        waited, started = _waited(), _CLOCK()
+        fn(1)
+        once.append(_CLOCK() - started - (_waited() - waited))
+    return max(1, min(1000, round(seconds / max(min(once), 1e-4))))
+
+
+def _waited() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (0 where the kernel
+    does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def releases_run(student, name: str, repeats: int, window: float) -> dict:
+    """releases_gil's answer for the grader's function `name` (with `repeats`), while the
+    grader's own helper naps beside the student's and counts its turns: its pace (turns
+    a second) in a sleep of `window` s just before the student's call, during every call
+    the student's code makes of the function, and in a sleep just after. The student's
+    code gets a wrapper that only marks the clock and the count around each call."""
+    fn, turns = _DEFINED[name], _helper()
+    marks = []
+
+    def call(n):
+        marks.append((_CLOCK(), turns[0]))
+        try:
+            return fn(n)
+        finally:
+            marks.append((_CLOCK(), turns[0]))
+
+    call.__name__ = call.__qualname__ = name
+    before = _pace(turns, window)
+    answer = student.releases_gil(call, repeats)
+    after = _pace(turns, window)
+    spans = list(zip(marks[::2], marks[1::2], strict=False))
+    inside = sum(end - start for (start, _), (end, _) in spans)
+    counted = sum(last - first for (_, first), (_, last) in spans)
+    return {"answer": answer, "calls": len(spans), "before": before, "after": after,
+            "during": counted / inside if inside > 0 else None}
+
+
+_TURNS: list = []  # the grader's helper's count of turns, once it runs
+
+
+def _helper() -> list:
+    """The grader's napping helper's turn count, the helper started on first use and left
+    running for the rest of the worker's life: a thread just started waits behind the
+    machine's other work before it gets going (the scheduler's debit for new threads),
+    and a warm one keeps its pace."""
+    if not _TURNS:
+        _TURNS.append(0)
+
+        def helper():
+            while True:
+                _SLEEP(NAP_S)
+                _TURNS[0] += 1
+
+        _THREAD(target=helper, daemon=True).start()
+        _SLEEP(0.03)
+    return _TURNS
+
+
+def _pace(turns: list, seconds: float) -> float:
+    """The helper's turns a second while this thread sleeps `seconds`."""
+    count, started = turns[0], _CLOCK()
+    _SLEEP(seconds)
+    return (turns[0] - count) / (_CLOCK() - started)
 
 
 def idle(student) -> None:

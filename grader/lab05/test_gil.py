@@ -29,7 +29,17 @@ import time
 import numpy as np
 import pytest
 
-from labkit.grading import as_float, as_int, callback, check, fail, mentions, refusals, refuse
+from labkit.grading import (
+    as_float,
+    as_int,
+    callback,
+    check,
+    fail,
+    kit_fault,
+    mentions,
+    refusals,
+    refuse,
+)
 
 # A Python loop costs at least 20 ns an iteration on any machine (50-100 on most).
 LOOP_MIN_CPU_PER_ITEM = 20e-9
@@ -382,44 +392,95 @@ def test_safe_count_exact(student, submission):
 
 # --- releases_gil --------------------------------------------------------------------------
 
-# Calls of about 20-40 ms each; what each does, only this side knows. `data` is built
-# once, before the call; the function's one argument is only passed on. Each check holds
-# calls of both kinds, so no constant answer earns it, and CPU-bound calls of both kinds,
-# so neither does an answer read off the call's CPU time.
+# What each call does, only this side knows: (releases the GIL?, how a message names it,
+# the data built once as it is defined, one repeat of its work). The function the student's
+# code gets repeats the work as often as its one argument says: the grader picks that in
+# the worker, at the moment, so that a call lasts about CALL_S whatever the machine (a
+# short call gives a napping helper too few turns to count on a busy machine). Each check
+# holds calls of both kinds, so no constant answer earns it, and CPU-bound calls of both
+# kinds, so neither does an answer read off the call's CPU time.
 _CALLS = {
-    "sleep": (True, "", "time.sleep(0.025 * n)"),
-    "sort": (True, "data = np.random.default_rng({seed}).random(600_000)", "np.sort(data)"),
-    "sha256": (True, "data = bytes(range(256)) * 100_000",
-               "hashlib.sha256(memoryview(data)[n:]).digest()"),
-    "zlib": (True, "data = np.random.default_rng({seed}).integers(0, 16, 400_000, "
-                   "dtype=np.uint8).tobytes()", "zlib.compress(data)"),
-    "sum_range": (False, "", "sum(range(600_000 * n))"),
-    "loop": (False, "", "[i * i for i in range(200_000 * n)]"),
-    "object_array": (False, "data = np.arange(200_000, dtype=object)", "data * 3 + n"),
+    "sleep": (True, "time.sleep", "", "time.sleep({short})"),
+    "sort": (True, "np.sort", "data = np.random.default_rng({seed}).random(600_000)",
+             "np.sort(data)"),
+    "sha256": (True, "hashlib.sha256", "data = bytes(range(256)) * 40_000",
+               "hashlib.sha256(memoryview(data)[{cut}:]).digest()"),
+    "zlib": (True, "zlib.compress", "data = np.random.default_rng({seed}).integers(0, 16, "
+                                    "400_000, dtype=np.uint8).tobytes()", "zlib.compress(data)"),
+    "sum_range": (False, "sum(range(N))", "", "sum(range({size}))"),
+    "loop": (False, "[i * i for i in range(N)]", "", "[i * i for i in range({size})]"),
+    "object_array": (False, "object_array * 3", "data = np.arange(200_000, dtype=object)",
+                     "data * 3 + {cut}"),
 }
-RUNS = 3
+CALL_S = 0.05
+WINDOW_S = 0.025  # the grader's helper's pace is read in sleeps this long around the call
+# A run's answer counts, right or wrong, only when the grader's own napping helper,
+# beside the student's during the same call, told the call's kind clearly: at least
+# RELEASE_CLEAR of its pace in the sleeps around the call for a call that releases the
+# GIL, at most HOLD_CLEAR for one that holds it, with those two sleeps' paces within a
+# factor STEADY of each other and at least MIN_PACE turns a second (the machine let a
+# napper run). Two answers that count decide a call. (Counting right answers in any run
+# would pay an answer that follows the machine's load, such as one read off the call's
+# CPU time, which a busy machine lowers.)
+RELEASE_CLEAR = 0.5
+HOLD_CLEAR = 0.125
+STEADY = 0.5
+MIN_PACE = 200.0
+MAX_RUNS = 9
 
 
 def _call_source(kind: str) -> tuple[str, str]:
-    _, setup, body = _CALLS[kind]
+    _, _, setup, body = _CALLS[kind]
     name, data = _fresh(), _fresh("d")
-    setup = setup.replace("data", data).format(seed=secrets.randbelow(1000))
-    body = body.replace("data", data)
+    rng = np.random.default_rng()
+    constants = {"seed": secrets.randbelow(1000), "cut": int(rng.integers(1, 256)),
+                 "size": int(rng.integers(550_000, 650_000)),
+                 "short": f"{rng.uniform(0.004, 0.006):.4f}"}
+    setup = setup.replace("data", data).format(**constants)
+    body = body.replace("data", data).format(**constants)
     source = (f"import time, hashlib, zlib\nimport numpy as np\n{setup}\n\n\n"
-              f"def {name}(n):\n    return {body}\n")
+              f"def {name}(n):\n    for _ in range(n):\n        out = {body}\n    return out\n")
     return source, name
+
+
+def _share(run: dict) -> float | None:
+    """The grader's helper's pace during the call over its pace in the sleeps around it,
+    or None if those two disagree or the machine hardly let it run."""
+    before, after, during = float(run["before"]), float(run["after"]), run["during"]
+    if during is None or min(before, after) < max(STEADY * max(before, after), MIN_PACE):
+        return None
+    return float(during) / ((before + after) / 2)
 
 
 def _judge_releases(student, submission, kinds: tuple[str, ...]) -> None:
     _believable(submission)
     for kind in kinds:
-        truth = _CALLS[kind][0]
+        truth, call = _CALLS[kind][:2]
         source, name = _call_source(kind)
-        answers = _list(student.probe("releases", source, name, 1, RUNS, where="releases_gil"))
-        if len(answers) != RUNS or not all(type(a) is bool for a in answers):
-            fail("not_a_bool")
-        if not sum(a is truth for a in answers) * 2 > RUNS:
-            fail("releases_wrong_for_releasing" if truth else "releases_wrong_for_holding")
+        repeats = student.probe("releases_setup", source, name, CALL_S, where="releases_gil")
+        right, wrong, unclear = 0, [], []
+        for _ in range(MAX_RUNS):
+            run = student.probe("releases_run", name, repeats, WINDOW_S, where="releases_gil")
+            if type(run["answer"]) is not bool:
+                fail("not_a_bool")
+            if run["calls"] < 1:
+                fail("releases_never_called", call=call)
+            share = _share(run)
+            if share is None or (share < RELEASE_CLEAR if truth else share > HOLD_CLEAR):
+                unclear.append(share)  # a run the machine did not let anyone judge
+            elif run["answer"] is truth:
+                right += 1
+            else:
+                wrong.append(share)
+            if right == 2:
+                break
+            if len(wrong) == 2:
+                fail("releases_wrong_for_releasing" if truth else "releases_wrong_for_holding",
+                     call=call, counted=right + len(wrong), runs=right + len(wrong) + len(unclear),
+                     shares=", ".join(f"{s:.2f}" for s in wrong))
+        else:
+            kit_fault("releases_too_busy", call=call, runs=MAX_RUNS,
+                      shares=", ".join("?" if s is None else f"{s:.2f}" for s in unclear))
 
 
 @check("releases_gil.numpy_and_compression")
