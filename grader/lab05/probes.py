@@ -16,6 +16,8 @@ from __future__ import annotations
 import builtins
 import hashlib  # noqa: F401 - for the grader's source: loaded once, in the zygote
 import importlib
+import os
+import sys
 import threading
 import time
 import zlib  # noqa: F401 - likewise
@@ -25,7 +27,10 @@ import numpy as np  # noqa: F401 - likewise
 # Bound before the student's module is imported.
 _SLEEP = time.sleep
 _CLOCK = time.perf_counter
+_LOCK = threading.Lock
 _THREAD = threading.Thread
+_SETPROFILE = sys.setprofile
+_FRAME = sys._getframe
 
 
 def _define(source: str, name: str) -> object:
@@ -50,12 +55,24 @@ def threads_map(student, items: list, workers: int, scale: int, offset: int) -> 
     return student.run_in_threads(lambda x: x * scale + offset, items, workers)
 
 
-def threads_nap(student, items: list, workers: int, seconds: float, offset: int) -> list:
-    """run_in_threads on a function that sleeps `seconds` (releasing the GIL) per item."""
+def threads_nap(student, items: list, workers: int, seconds: float, offset: int) -> dict:
+    """run_in_threads on a function that sleeps `seconds` (releasing the GIL) per item;
+    its result, and the most naps that were under way at once (counted by the naps
+    themselves, so a busy machine that delays the threads does not change the count)."""
+    lock, now, most = _LOCK(), [0], [0]
+
     def nap(x):
-        _SLEEP(seconds)
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            _SLEEP(seconds)
+        finally:
+            with lock:
+                now[0] -= 1
         return x + offset
-    return student.run_in_threads(nap, items, workers)
+
+    return {"result": student.run_in_threads(nap, items, workers), "most": most[0]}
 
 
 def processes_map(student, source: str, module: str, name: str, items: list,
@@ -63,6 +80,50 @@ def processes_map(student, source: str, module: str, name: str, items: list,
     """run_in_processes on the grader's top-level function `module.name`."""
     task = _task(source, module, name)
     return student.run_in_processes(task, items, workers)
+
+
+def processes_left(student, source: str, module: str, name: str, items: list,
+                   workers: int) -> dict:
+    """run_in_processes on the grader's function; its result, and the child processes of
+    this worker at the instant the call returns, before its local variables are dropped
+    (a pool the call never closed is cleaned up only then, when the garbage collector
+    takes it, or later still): [pid, state] of each, running or waiting to be joined,
+    multiprocessing's resource tracker aside. None if that instant was not seen."""
+    task = _task(source, module, name)
+    here, left = _FRAME(), []
+
+    def at_return(frame, event, _arg):
+        if event == "return" and not left and frame.f_back is here:
+            left.append(_children())
+
+    _SETPROFILE(at_return)
+    try:
+        result = student.run_in_processes(task, items, workers)
+    finally:
+        _SETPROFILE(None)
+    return {"result": result, "left": left[0] if left else None}
+
+
+def _children() -> list:
+    """[pid, state letter] of this process's children, the resource tracker aside."""
+    found = []
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as handle:
+                pids = [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as handle:
+                    state = handle.read().rsplit(b")", 1)[1].split()[0].decode()
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv = handle.read(4096)
+            except (OSError, IndexError):
+                continue  # reaped in the meantime
+            if b"multiprocessing.resource_tracker" not in argv:
+                found.append([pid, state])
+    return found
 
 
 def run_here(student, source: str, module: str, name: str, items: list) -> list:
