@@ -38,7 +38,8 @@ def write_files(files: dict[str, bytes], folder: Path) -> Path:
 
 @dataclass(frozen=True)
 class Variant:
-    """A solution changed by text edits: a mutant (honest bug) or a hostile submission."""
+    """A solution changed by text edits: a mutant (honest bug), a hostile submission, or
+    an alternative (a correct solution written differently)."""
 
     lab: str
     name: str
@@ -63,13 +64,14 @@ class Variant:
 
 
 def variants(kind: str) -> list[Variant]:
-    """Every variant under tests/<kind>/<lab>.toml (kind: mutants or hostile)."""
+    """Every variant under tests/<kind>/<lab>.toml (kind: mutants, hostile, or alternatives:
+    correct solutions written differently, which must earn full marks)."""
     found = []
     for lab in catalogue():
         path = TESTS / kind / f"{lab.id}.toml"
         if not path.is_file():
             continue
-        key = kind.removesuffix("s")  # [[mutant]] in mutants/, [[hostile]] in hostile/
+        key = kind.removesuffix("s")  # [[mutant]] in mutants/, [[alternative]] in alternatives/
         for entry in tomllib.loads(path.read_text(encoding="utf-8"))[key]:
             edits = entry.get("edits") or [entry]
             found.append(
