@@ -42,7 +42,8 @@ def write_files(files: dict[str, bytes], folder: Path) -> Path:
 
 @dataclass(frozen=True)
 class Variant:
-    """A solution changed by text edits: a mutant (honest bug) or a hostile submission."""
+    """A solution changed by text edits: a mutant (honest bug), a hostile submission, or
+    an alternative (a correct solution written differently)."""
 
     lab: str
     name: str

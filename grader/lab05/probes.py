@@ -16,13 +16,21 @@ from __future__ import annotations
 import builtins
 import hashlib  # noqa: F401 - for the grader's source: loaded once, in the zygote
 import importlib
+import os
+import sys
 import threading
 import time
 import zlib  # noqa: F401 - likewise
 
 import numpy as np  # noqa: F401 - likewise
 
-_SLEEP = time.sleep  # bound before the student's module is imported
+# Bound before the student's module is imported.
+_SLEEP = time.sleep
+_CLOCK = time.perf_counter
+_LOCK = threading.Lock
+_THREAD = threading.Thread
+_SETPROFILE = sys.setprofile
+_FRAME = sys._getframe
 
 
 def _define(source: str, name: str) -> object:
@@ -47,12 +55,24 @@ def threads_map(student, items: list, workers: int, scale: int, offset: int) -> 
     return student.run_in_threads(lambda x: x * scale + offset, items, workers)
 
 
-def threads_nap(student, items: list, workers: int, seconds: float, offset: int) -> list:
-    """run_in_threads on a function that sleeps `seconds` (releasing the GIL) per item."""
+def threads_nap(student, items: list, workers: int, seconds: float, offset: int) -> dict:
+    """run_in_threads on a function that sleeps `seconds` (releasing the GIL) per item;
+    its result, and the most naps that were under way at once (counted by the naps
+    themselves, so a busy machine that delays the threads does not change the count)."""
+    lock, now, most = _LOCK(), [0], [0]
+
     def nap(x):
-        _SLEEP(seconds)
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            _SLEEP(seconds)
+        finally:
+            with lock:
+                now[0] -= 1
         return x + offset
-    return student.run_in_threads(nap, items, workers)
+
+    return {"result": student.run_in_threads(nap, items, workers), "most": most[0]}
 
 
 def processes_map(student, source: str, module: str, name: str, items: list,
@@ -60,6 +80,50 @@ def processes_map(student, source: str, module: str, name: str, items: list,
     """run_in_processes on the grader's top-level function `module.name`."""
     task = _task(source, module, name)
     return student.run_in_processes(task, items, workers)
+
+
+def processes_left(student, source: str, module: str, name: str, items: list,
+                   workers: int) -> dict:
+    """run_in_processes on the grader's function; its result, and the child processes of
+    this worker at the instant the call returns, before its local variables are dropped
+    (a pool the call never closed is cleaned up only then, when the garbage collector
+    takes it, or later still): [pid, state] of each, running or waiting to be joined,
+    multiprocessing's resource tracker aside. None if that instant was not seen."""
+    task = _task(source, module, name)
+    here, left = _FRAME(), []
+
+    def at_return(frame, event, _arg):
+        if event == "return" and not left and frame.f_back is here:
+            left.append(_children())
+
+    _SETPROFILE(at_return)
+    try:
+        result = student.run_in_processes(task, items, workers)
+    finally:
+        _SETPROFILE(None)
+    return {"result": result, "left": left[0] if left else None}
+
+
+def _children() -> list:
+    """[pid, state letter] of this process's children, the resource tracker aside."""
+    found = []
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as handle:
+                pids = [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as handle:
+                    state = handle.read().rsplit(b")", 1)[1].split()[0].decode()
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    argv = handle.read(4096)
+            except (OSError, IndexError):
+                continue  # reaped in the meantime
+            if b"multiprocessing.resource_tracker" not in argv:
+                found.append([pid, state])
+    return found
 
 
 def run_here(student, source: str, module: str, name: str, items: list) -> list:
@@ -89,10 +153,90 @@ def cpu_per_wall_threads(student, source: str, name: str, arg: int, threads: int
     return student.cpu_per_wall(in_threads, arg)
 
 
-def releases(student, source: str, name: str, arg: int, runs: int) -> list:
-    """releases_gil's answers, `runs` times, for the grader's function `name`."""
-    fn = _define(source, name)
-    return [student.releases_gil(fn, arg) for _ in range(runs)]
+# The grader's functions for releases_gil, defined once per worker (their data is built
+# as they are defined): name -> function.
+_DEFINED: dict = {}
+NAP_S = 0.0005  # the grader's own helper naps as the README's does
+
+
+def releases_setup(student, source: str, name: str, seconds: float) -> int:
+    """Define the grader's function `name` and return how many repeats of its work
+    (its one argument) make a call last about `seconds` on this machine when it is not
+    kept waiting for a CPU: the time this thread waited for one (the kernel's count) is
+    left out of the timing, so a busy machine does not shorten the calls."""
+    fn = _DEFINED[name] = _define(source, name)
+    fn(1)  # warm: first-touch page faults, lazy imports
+    once = []
+    for _ in range(2):
+        waited, started = _waited(), _CLOCK()
+        fn(1)
+        once.append(_CLOCK() - started - (_waited() - waited))
+    return max(1, min(1000, round(seconds / max(min(once), 1e-4))))
+
+
+def _waited() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (0 where the kernel
+    does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as handle:
+            return int(handle.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def releases_run(student, name: str, repeats: int, window: float) -> dict:
+    """releases_gil's answer for the grader's function `name` (with `repeats`), while the
+    grader's own helper naps beside the student's and counts its turns: its pace (turns
+    a second) in a sleep of `window` s just before the student's call, during every call
+    the student's code makes of the function, and in a sleep just after. The student's
+    code gets a wrapper that only marks the clock and the count around each call."""
+    fn, turns = _DEFINED[name], _helper()
+    marks = []
+
+    def call(n):
+        marks.append((_CLOCK(), turns[0]))
+        try:
+            return fn(n)
+        finally:
+            marks.append((_CLOCK(), turns[0]))
+
+    call.__name__ = call.__qualname__ = name
+    before = _pace(turns, window)
+    answer = student.releases_gil(call, repeats)
+    after = _pace(turns, window)
+    spans = list(zip(marks[::2], marks[1::2], strict=False))
+    inside = sum(end - start for (start, _), (end, _) in spans)
+    counted = sum(last - first for (_, first), (_, last) in spans)
+    return {"answer": answer, "calls": len(spans), "before": before, "after": after,
+            "during": counted / inside if inside > 0 else None}
+
+
+_TURNS: list = []  # the grader's helper's count of turns, once it runs
+
+
+def _helper() -> list:
+    """The grader's napping helper's turn count, the helper started on first use and left
+    running for the rest of the worker's life: a thread just started waits behind the
+    machine's other work before it gets going (the scheduler's debit for new threads),
+    and a warm one keeps its pace."""
+    if not _TURNS:
+        _TURNS.append(0)
+
+        def helper():
+            while True:
+                _SLEEP(NAP_S)
+                _TURNS[0] += 1
+
+        _THREAD(target=helper, daemon=True).start()
+        _SLEEP(0.03)
+    return _TURNS
+
+
+def _pace(turns: list, seconds: float) -> float:
+    """The helper's turns a second while this thread sleeps `seconds`."""
+    count, started = turns[0], _CLOCK()
+    _SLEEP(seconds)
+    return (turns[0] - count) / (_CLOCK() - started)
 
 
 def idle(student) -> None:

@@ -20,12 +20,14 @@ from labkit.engine._compat import draw_without_local_constants
 from labkit.engine.proxy import Callback, CallRecord, Measurement, Observation, StudentRaised
 from labkit.engine.static import Refusal, declarations_only, mentions, refusals
 from labkit.sandbox.codec import Opaque
+from labkit.sandbox.host import KitFault
 
 __all__ = [
     "PROPERTY",
     "CallRecord",
     "Callback",
     "CheckFailed",
+    "KitFault",
     "Measurement",
     "Observation",
     "Refusal",
@@ -37,6 +39,7 @@ __all__ = [
     "check",
     "declarations_only",
     "fail",
+    "kit_fault",
     "mentions",
     "refusals",
     "refuse",
@@ -89,6 +92,14 @@ def callback(fn: Callable[..., Any], name: str | None = None) -> Callback:
 def fail(key: str, **params: Any) -> None:
     """Fail the current check with the message `key` from `checks.toml`."""
     raise CheckFailed(key, **params)
+
+
+def kit_fault(key: str, **params: Any) -> None:
+    """End the current check as the kit's failure, not the student's (an `error` whose
+    text says so): what it had to measure, the machine would not let it (a busy machine
+    that stayed too busy through every repeat). `key` names the lab's `checks.toml`
+    message that says what, with `params`."""
+    raise KitFault(key=key, **params)
 
 
 def refuse(found: Sequence[Refusal]) -> None:

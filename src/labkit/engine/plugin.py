@@ -247,9 +247,15 @@ class GradingPlugin:
         if session is not None and session.generations and \
                 not grading.outlived.get(nodeid, True):
             # its worker killed the zygote: whatever it replied first, the check is the
-            # same error in every run (a race between the reply and the kill otherwise)
+            # same error in every run (a race between the reply and the kill otherwise);
+            # unless the kit gave up on that zygote itself, which is no code's fault
             where = dict(self.order)[nodeid].split(".")[0]
-            outcome = Outcome(Status.ERROR, i18n.t("sandbox_killed", grading.lang, where=where))
+            why = grading.sandbox.given_up(session.generations)
+            outcome = Outcome(Status.ERROR, i18n.t("sandbox_killed", grading.lang, where=where)
+                              if why is None else
+                              i18n.t("kit_fault", grading.lang, where=where, detail=why))
+            if why is not None and grading.sandbox.failure is None:  # run twice (`Retrying`)
+                grading.sandbox.failure = KitFault(why)
             credit = None
         elif call.excinfo is None:
             outcome = Outcome(Status.PASS)
@@ -307,14 +313,16 @@ class GradingPlugin:
                 Status.FAIL,
                 i18n.t("student_raised", lang, where=where, type=exc.type_name, message=message),
             )
+        if isinstance(exc, KitFault):  # never the student's: an error that says so
+            texts = self.checks.messages.get(exc.key) if exc.key else None
+            detail = i18n.pick(texts, lang).format(**exc.params) if texts else exc.detail
+            return Outcome(Status.ERROR, i18n.t("kit_fault", lang, where=where, detail=detail))
         if isinstance(exc, GradeTimeout):
             seconds = f"{self.lab.grade_timeout:g}"
             return Outcome(Status.TIMEOUT, i18n.t("grade_timeout", lang, seconds=seconds))
         if isinstance(exc, WorkerTimeout):
             seconds = f"{self.lab.call_timeout:g}"
             return Outcome(Status.TIMEOUT, i18n.t("timeout", lang, where=where, seconds=seconds))
-        if isinstance(exc, KitFault):
-            return Outcome(Status.ERROR, i18n.t("kit_check", lang, where=where, detail=str(exc)))
         if isinstance(exc, WorkerCrashed):
             detail = exc.detail or _exit_detail(exc.exitcode)
             return Outcome(Status.ERROR, i18n.t("crashed", lang, where=where, detail=detail))

@@ -54,6 +54,11 @@ _START_SECONDS = 30.0
 # queue while other processes had the CPU is added on, up to this many times the limit in
 # all; past that, the machine starved it (`WorkerStarved`), unless it ran for a whole limit.
 MAX_STRETCH = 4.0
+# How long the zygote has to answer anything once started (a ping, a spawn, a stop). One
+# that answers later is given up on (its replies would come out of turn): the kit's
+# failure, which no check's code is blamed for (`Zygote.given_up`).
+ANSWER_SECONDS = 30.0
+DYING_SECONDS = 0.5
 
 
 class WorkerFailure(Exception):
@@ -84,15 +89,24 @@ class WorkerCrashed(WorkerFailure):
 
 
 class KitFault(WorkerFailure):
-    """The kit, not the student's code, failed a call: a check that meets one is run
-    again on a fresh worker (`labkit.engine.plugin.Retrying`), and one that meets it
-    twice makes the grading the kit's failure, never a point the student lost. Not a
-    `WorkerCrashed`: nothing here is the submission's doing."""
+    """The kit, not the student's code, could not grade a check: a worker or zygote ended
+    from outside the student's code, a worker the machine starved, or a measurement the
+    machine was too busy to make. A check that meets one is run again on a fresh worker
+    (`labkit.engine.plugin.Retrying`); one that meets it twice makes the grading the
+    kit's failure, never a point the student lost. Not a `WorkerCrashed`.
+
+    `detail` says what happened (English, for logs); a grader may instead name one of
+    its lab's bilingual messages, `key` with `params` (see `labkit.engine.api.kit_fault`).
+    """
+
+    def __init__(self, detail: str = "", key: str = "", **params: Any) -> None:
+        super().__init__(detail or key)
+        self.detail, self.key, self.params = detail, key, params
 
 
 class WorkerStarved(KitFault):
     """The worker missed its deadline because the machine gave it too little CPU: it
-    waited to run for most of the time limit and ran for little of it (`_starved`)."""
+    waited to run for most of the time limit and ran for little of it (`_stretch`)."""
 
 
 class SandboxFailure(KitFault):
@@ -444,7 +458,11 @@ class WorkerHandle:
             self.stop()
             return error
         if isinstance(exc, protocol.ChannelClosed):
-            return WorkerCrashed(self.stop()["exitcode"])
+            ended = self.stop()
+            why = self.sandbox.given_up({self.generation})
+            if why is not None:  # the kit ended it, with the zygote it gave up on
+                return KitFault(why)
+            return WorkerCrashed(ended["exitcode"])
         self.stop()
         return WorkerCrashed(None, str(exc))
 
@@ -562,6 +580,8 @@ class Zygote:
         self._shm_before: set[int] = set()  # process mode: System V segments before it
         self._dev_shm_before: set[str] = set()  # process mode: what /dev/shm held before it
         self._group: pids.PidsGroup | None = None  # the pids cgroup it runs in, if any
+        # generation -> why the kit itself ended that zygote while it ran (`give_up`)
+        self.given_up: dict[int, str] = {}
 
     @property
     def isolation(self) -> str:
@@ -693,8 +713,8 @@ class Zygote:
         try:
             self._control.send(protocol.pack({"op": "ping"}, []))
             return bool(self._receive().get("pong"))
-        except (OSError, WorkerCrashed):
-            self.close()
+        except (OSError, WorkerCrashed) as exc:
+            self.give_up(f"the sandbox did not answer a ping: {exc}")
             return False
 
     def post(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -727,11 +747,12 @@ class Zygote:
             self._unread -= 1
             try:
                 reply = self._receive()
-            except WorkerCrashed:  # it may not have killed a worker's tree: end it all
-                self.close()
+            except WorkerCrashed as exc:  # it may not have killed a worker's tree: end it all
+                self.give_up(str(exc))
                 continue
             if reply.get("dirty") or reply.get("clean") is False:  # a sweep left something
-                self.close()
+                self.give_up("the sandbox could not clear what a worker left: "
+                             f"{reply.get('dirty') or reply.get('why')}")
             elif reply.get("clean") and self.choice.mode == "process":
                 _clear_host_shm(self._shm_before)  # the host's IPC: the zygote cannot tell
                 _clear_dev_shm(self._dev_shm_before)
@@ -758,9 +779,20 @@ class Zygote:
             self._receive(_START_SECONDS)
         self._ready = True
 
-    def _receive(self, timeout: float = _START_SECONDS) -> dict[str, Any]:
+    def give_up(self, reason: str) -> None:
+        """Close a zygote that still runs because the kit cannot go on with it (it answered
+        late or out of turn, or could not clear a worker's leftovers): whatever this ends
+        (the workers it forked) ends for the kit's reason, kept in `given_up` for its
+        generation. A zygote that is dead, or dies within `DYING_SECONDS` (a closed socket
+        is often the first sign of a kill), is only closed: who ended it is not known, and
+        a worker can kill its zygote."""
+        if self._process is not None and not _wait_exit(self._process.pid, DYING_SECONDS):
+            self.given_up[self.generation] = reason[:200]
+        self.close()
+
+    def _receive(self, timeout: float | None = None) -> dict[str, Any]:
         assert self._control is not None
-        self._control.settimeout(timeout)
+        self._control.settimeout(ANSWER_SECONDS if timeout is None else timeout)
         try:
             data = self._control.recv(protocol.MAX_DATAGRAM)
         except OSError as exc:
@@ -813,7 +845,7 @@ class Zygote:
                 kill_marked(self.marker)
             if self.choice.mode == "process":
                 _LIVE_ZYGOTES.discard(process.pid)
-                _kill_orphans(self._since)
+                _kill_orphans(self._since, self._group, self.marker)
                 _clear_host_shm(self._shm_before)
                 _clear_dev_shm(self._dev_shm_before)
         self._cleanup_scratch()
@@ -872,9 +904,13 @@ def _process_stat(pid: int) -> tuple[int, int, str]:
     return int(fields[1]), int(fields[19]), fields[0].decode()
 
 
-def _kill_orphans(since: int) -> None:
-    """SIGKILL and reap every child of ours started after `since` that is not a running
-    zygote, with all its descendants: what a dead zygote's workers left behind."""
+def _kill_orphans(since: int, group: pids.PidsGroup | None = None, marker: str = "") -> None:
+    """SIGKILL and reap, with all its descendants, every child of ours that a zygote's
+    tree left behind: one started after `since` that is not a running zygote and, where
+    the zygote had a pids group, that is in that group or carries its `marker` (the
+    grading process's own other children are not the zygote's: a helper, a daemon it
+    started, busy processes a test runs beside it). Without a group, every such child,
+    since a process can drop the marker."""
     me = os.getpid()
     for attempt in range(200):
         table = {}
@@ -888,7 +924,8 @@ def _kill_orphans(since: int) -> None:
         for pid, (parent, _, _) in table.items():
             children.setdefault(parent, []).append(pid)
         roots = [pid for pid in children.get(me, [])
-                 if pid not in _LIVE_ZYGOTES and table[pid][1] >= since]
+                 if pid not in _LIVE_ZYGOTES and table[pid][1] >= since
+                 and (group is None or _in_group(pid, group) or _marker_of(pid) == marker)]
         if not roots:
             return
         stack = list(roots)
@@ -907,6 +944,17 @@ def _kill_orphans(since: int) -> None:
                 pass
         if attempt:
             time.sleep(0.005)
+
+
+def _in_group(pid: int, group: pids.PidsGroup) -> bool:
+    """Whether process `pid` (a zombie too) is in `group`, by its /proc cgroup list."""
+    try:
+        with open(f"/proc/{pid}/cgroup", "rb") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return False
+    name = b"/" + group.path.name.encode()
+    return any(line.rstrip().endswith(name) for line in lines)
 
 
 def _host_shm() -> list[tuple[int, int, int, int]]:
@@ -1162,8 +1210,8 @@ class Sandbox:
         except SandboxFailure as failure:
             self.failure = failure
             raise
-        except WorkerCrashed:
-            self.zygote.close()
+        except WorkerCrashed as exc:
+            self.zygote.give_up(str(exc))
         try:
             return self.zygote.ask(message, fds)
         except (WorkerCrashed, SandboxFailure) as exc:
@@ -1180,18 +1228,26 @@ class Sandbox:
         try:
             ended = self.zygote.ask({"op": "stop", "pid": pid})
             if ended.get("dirty"):  # its folder could not be swept: never fork beside it
-                self.zygote.close()
+                self.zygote.give_up(f"the sandbox could not sweep a worker's folder: "
+                                    f"{ended['dirty']}")
             return ended
-        except (OSError, WorkerCrashed, SandboxFailure):
-            if self.zygote.alive:  # it cannot be trusted to have killed the tree: end it all
-                self.zygote.close()
+        except (OSError, WorkerCrashed, SandboxFailure) as exc:
+            # it cannot be trusted to have killed the tree: end it all
+            self.zygote.give_up(f"the sandbox did not stop a worker: {exc}")
             return {"killed": True, "exitcode": None}
 
 
     def outlived(self, generations: set[int]) -> bool:
         """Whether the zygote that forked workers of `generations` (a check's) is the one
-        running, and answers (`Zygote.answers`): if not, one of them killed it."""
+        running, and answers (`Zygote.answers`): if not, one of them killed it, unless
+        the kit gave up on it (`given_up`)."""
         return generations <= {self.zygote.generation} and self.zygote.answers()
+
+    def given_up(self, generations: set[int]) -> str | None:
+        """Why the kit itself ended a zygote of `generations` (a check's), if it did: a
+        check whose workers ended with it failed for the kit's reason, not its code's."""
+        return next((self.zygote.given_up[g] for g in sorted(generations)
+                     if g in self.zygote.given_up), None)
 
     def release_worker(self, pid: int, generation: int) -> None:
         """Have the zygote end worker `pid` and its descendants, without waiting."""
