@@ -314,8 +314,7 @@ class GradingPlugin:
                 i18n.t("student_raised", lang, where=where, type=exc.type_name, message=message),
             )
         if isinstance(exc, KitFault):  # never the student's: an error that says so
-            texts = self.checks.messages.get(exc.key) if exc.key else None
-            detail = i18n.pick(texts, lang).format(**exc.params) if texts else exc.detail
+            detail = self.kit_detail(exc, lang)
             return Outcome(Status.ERROR, i18n.t("kit_fault", lang, where=where, detail=detail))
         if isinstance(exc, GradeTimeout):
             seconds = f"{self.lab.grade_timeout:g}"
@@ -333,6 +332,12 @@ class GradingPlugin:
             return Outcome(Status.FAIL, i18n.pick(self.checks.get(check_id).fail, lang))
         return Outcome(Status.ERROR, i18n.t("grader_error", lang, type=type(exc).__name__))
 
+
+    def kit_detail(self, fault: KitFault, lang: str) -> str:
+        """What a `KitFault` says happened: its lab message (`kit_fault(key)`) in `lang`,
+        else its English detail."""
+        texts = self.checks.messages.get(fault.key) if fault.key else None
+        return i18n.pick(texts, lang).format(**fault.params) if texts else str(fault)
 
     def _module_file(self, module: str) -> str:
         """The lab file a module name stands for (`pkg.mod` -> `pkg/mod.py`)."""
@@ -390,13 +395,14 @@ class Retrying:
         try:
             again = pyfuncitem.ihook.pytest_pyfunc_call(pyfuncitem=pyfuncitem)
         except KitFault as fault:
-            grading.sandbox.failure = fault
+            grading.sandbox.failure = KitFault(self.plugin.kit_detail(fault, grading.lang))
             raise
         finally:
             self._again.discard(nodeid)
             self._note_outlived(nodeid, session)
         if isinstance(session.failure, KitFault):  # met, and caught by the grader's code
-            grading.sandbox.failure = session.failure
+            grading.sandbox.failure = KitFault(self.plugin.kit_detail(session.failure,
+                                                                      grading.lang))
         return again
 
     def _suspect(self, nodeid: str, failure: Exception | None, session: Session) -> bool:
