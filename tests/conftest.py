@@ -1,8 +1,10 @@
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +30,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture()
-def daemons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def short_dir() -> Iterator[Path]:
+    """A fresh folder with a short path: a daemon's socket path must fit in 108 bytes,
+    and an xdist worker's `tmp_path` (…/popen-gwN/test_name0/) can be longer."""
+    path = Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture()
+def daemons(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Daemons on, in a private runtime folder of this test; all stopped afterwards."""
     from kit import wait_gone
 
     from labkit.student import daemon
 
-    run = tmp_path / "run"
+    run = short_dir / "run"
     monkeypatch.setenv("LABKIT_DAEMON", "1")
     monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(run))
     yield run

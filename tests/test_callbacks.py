@@ -16,7 +16,13 @@ import pytest
 
 from labkit.engine.proxy import MAX_CALLBACKS, Session, Student
 from labkit.grading import callback
-from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerCrashed, WorkerTimeout
+from labkit.sandbox.host import (
+    MAX_STRETCH,
+    Sandbox,
+    SandboxConfig,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 
 SOURCE = textwrap.dedent("""
     import threading, time
@@ -103,10 +109,18 @@ def test_a_flood_of_callbacks_ends_the_check(student: Student) -> None:
 
 
 def test_callbacks_share_the_call_s_deadline(student: Student) -> None:
-    started = time.monotonic()
+    """The call's 3 s hold its questions too: a flood of slow ones ends with a timeout
+    after about six of them, not one limit per question. (The limit may stretch by what
+    the worker waited on a busy machine's run queue, up to `MAX_STRETCH` times.)"""
+    answered = []
+
+    def slow() -> None:
+        answered.append(1)
+        time.sleep(0.5)
+
     with pytest.raises(WorkerTimeout):
-        student.flood(callback(lambda: time.sleep(0.5)))
-    assert time.monotonic() - started < 4.5
+        student.flood(callback(slow))
+    assert 5 <= len(answered) <= MAX_STRETCH * 3.0 / 0.5 + 1
 
 
 def test_a_measured_call_counts_the_worker_s_cpu_threads_and_wall(student: Student) -> None:

@@ -166,9 +166,9 @@ time.sleep(600)  # a daemon stuck in a grading: it never accepts again
 '''
 
 
-def test_a_daemon_that_does_not_answer_is_listed_and_stopped(tmp_path, monkeypatch):
+def test_a_daemon_that_does_not_answer_is_listed_and_stopped(short_dir, monkeypatch):
     monkeypatch.setenv("LABKIT_DAEMON", "1")
-    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(short_dir / "run"))
     path = daemon.socket_path(LAB02)
     assert path is not None
     stuck = subprocess.Popen([sys.executable, "-c", STUCK, str(path)], stdout=subprocess.PIPE,
@@ -194,8 +194,8 @@ def test_a_daemon_that_does_not_answer_is_listed_and_stopped(tmp_path, monkeypat
         stuck.stdout.close()  # type: ignore[union-attr]
 
 
-def test_a_socket_nobody_listens_on_is_not_a_daemon(tmp_path, monkeypatch):
-    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(tmp_path / "run"))
+def test_a_socket_nobody_listens_on_is_not_a_daemon(short_dir, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(short_dir / "run"))
     path = daemon.socket_path(LAB02)
     assert path is not None
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
