@@ -96,6 +96,18 @@ def grade_cached(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> Lab
     return _GRADED[key]
 
 
+def tiny_lab(root: Path, lab_id: str, catalogue_text: str, grader: str, checks: str) -> LabSpec:
+    """A lab made in `root` for a test: its catalogue, one grader file, its checks."""
+    (root / "labs.toml").write_text(catalogue_text)
+    (root / "exercises" / lab_id).mkdir(parents=True)
+    folder = root / "grader" / lab_id
+    folder.mkdir(parents=True)
+    (root / "grader" / "pytest.ini").write_bytes((REPO / "grader" / "pytest.ini").read_bytes())
+    (folder / f"test_{lab_id}.py").write_text(grader)
+    (folder / "checks.toml").write_text(checks)
+    return get_lab(lab_id, root)
+
+
 def grade_variant(variant: Variant, lang: str = "en") -> LabResult:
     """A variant graded as a class's submission is: by a warm grading process."""
     return grade_warm(get_lab(variant.lab), variant.files(), lang)

@@ -6,14 +6,12 @@ student's code did into statuses, points and messages.
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 import time
 
 import pytest
-from kit import REPO
+from kit import tiny_lab
 
-from labkit.course import catalogue as registry
 from labkit.engine.cold import grade_files
 from labkit.results import Status
 
@@ -80,15 +78,7 @@ GOOD = "def double(x):\n    return 2 * x\n\ndef halve(x):\n    return x / 2\n"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    root = tmp_path_factory.mktemp("kit")
-    (root / "labs.toml").write_text(CATALOGUE)
-    (root / "exercises" / "lab99").mkdir(parents=True)
-    grader = root / "grader" / "lab99"
-    grader.mkdir(parents=True)
-    shutil.copy(REPO / "grader" / "pytest.ini", root / "grader" / "pytest.ini")
-    (grader / "test_tiny.py").write_text(GRADER)
-    (grader / "checks.toml").write_text(CHECKS)
-    return registry.get_lab("lab99", root)
+    return tiny_lab(tmp_path_factory.mktemp("kit"), "lab99", CATALOGUE, GRADER, CHECKS)
 
 
 def grade(lab, source: str):

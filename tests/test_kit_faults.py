@@ -11,7 +11,6 @@ stopping the zygote), and a grading process whose other children must outlive it
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,9 +18,8 @@ import textwrap
 import threading
 
 import pytest
-from kit import REPO
+from kit import tiny_lab
 
-from labkit.course import catalogue as registry
 from labkit.engine.cold import KitFailure, grade_files
 from labkit.results import Status
 from labkit.sandbox import host
@@ -82,15 +80,7 @@ GOOD = "def double(x):\n    return 2 * x\n\ndef halve(x):\n    return x / 2\n"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    root = tmp_path_factory.mktemp("kit")
-    (root / "labs.toml").write_text(CATALOGUE)
-    (root / "exercises" / "lab98").mkdir(parents=True)
-    grader = root / "grader" / "lab98"
-    grader.mkdir(parents=True)
-    shutil.copy(REPO / "grader" / "pytest.ini", root / "grader" / "pytest.ini")
-    (grader / "test_faults.py").write_text(GRADER)
-    (grader / "checks.toml").write_text(CHECKS)
-    return registry.get_lab("lab98", root)
+    return tiny_lab(tmp_path_factory.mktemp("kit"), "lab98", CATALOGUE, GRADER, CHECKS)
 
 
 def grade(lab, source: str = GOOD, lang: str = "en"):
