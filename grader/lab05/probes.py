@@ -27,6 +27,7 @@ import numpy as np  # noqa: F401 - likewise
 # Bound before the student's module is imported.
 _SLEEP = time.sleep
 _CLOCK = time.perf_counter
+_THREAD_TIME = time.thread_time
 _LOCK = threading.Lock
 _THREAD = threading.Thread
 _SETPROFILE = sys.setprofile
@@ -162,16 +163,24 @@ NAP_S = 0.0005  # the grader's own helper naps as the README's does
 def releases_setup(student, source: str, name: str, seconds: float) -> int:
     """Define the grader's function `name` and return how many repeats of its work
     (its one argument) make a call last about `seconds` on this machine when it is not
-    kept waiting for a CPU: the time this thread waited for one (the kernel's count) is
-    left out of the timing, so a busy machine does not shorten the calls."""
+    kept waiting for a CPU: a repeat costs the larger of its CPU time (this thread's) and
+    its wall time less the time the thread waited for a CPU (the kernel's count, which
+    is coarse), so a busy machine does not shorten the calls; and never so many that a
+    call would last over CALL_CAP_S by the wall time measured."""
     fn = _DEFINED[name] = _define(source, name)
     fn(1)  # warm: first-touch page faults, lazy imports
-    once = []
+    costs, walls = [], []
     for _ in range(2):
-        waited, started = _waited(), _CLOCK()
+        waited, cpu, started = _waited(), _THREAD_TIME(), _CLOCK()
         fn(1)
-        once.append(_CLOCK() - started - (_waited() - waited))
-    return max(1, min(1000, round(seconds / max(min(once), 1e-4))))
+        wall = _CLOCK() - started
+        costs.append(max(_THREAD_TIME() - cpu, wall - (_waited() - waited)))
+        walls.append(wall)
+    repeats = round(seconds / max(min(costs), 1e-3))
+    return max(1, min(repeats, int(CALL_CAP_S / max(min(walls), 1e-3))))
+
+
+CALL_CAP_S = 0.5
 
 
 def _waited() -> float:
