@@ -216,7 +216,7 @@ def starved(monkeypatch):
     the real readings back; `starved.faults` counts the `WorkerStarved` raised."""
     from labkit.sandbox import host
 
-    real = host.run_queue_wait
+    real, real_waited = host.run_queue_wait, host.run_queue_waited
     machine, faults = [True], []
 
     def reading(pid: int) -> tuple[float, float]:
@@ -228,6 +228,8 @@ def starved(monkeypatch):
             super().__init__(message)
 
     monkeypatch.setattr(host, "run_queue_wait", reading)
+    monkeypatch.setattr(host, "run_queue_waited",
+                        lambda pid: time.monotonic() if machine[0] else real_waited(pid))
     monkeypatch.setattr(host, "WorkerStarved", Counted)
     return type("Starved", (), {"machine": machine, "faults": faults})
 

@@ -306,24 +306,30 @@ def children(pid: int) -> list[int]:
     return _children(pid, threads)
 
 
-def run_queue_wait(pid: int) -> tuple[float, float]:
-    """Seconds process `pid`'s threads have waited on the run queue (summed), and seconds
-    it and its children have run, from `/proc` (`schedstat`: kernels with schedstats)."""
-    threads = os.listdir(f"/proc/{pid}/task")
+def run_queue_waited(pid: int) -> float:
+    """Seconds process `pid`'s threads have waited on the run queue, summed, from `/proc`
+    (`schedstat`: kernels with schedstats). Read at every request a worker is sent: one
+    directory listing and one small file a thread."""
     waited = 0
-    for thread in threads:
+    for thread in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{thread}/schedstat", "rb") as handle:
             waited += int(handle.read().split()[1])
+    return waited / 1e9
+
+
+def run_queue_wait(pid: int) -> tuple[float, float]:
+    """`run_queue_waited`, and seconds process `pid` and its children have run."""
+    waited = run_queue_waited(pid)
     ran = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    for process in (pid, *_children(pid, threads)):
+    for process in (pid, *children(pid)):
         try:
             with open(f"/proc/{process}/stat", "rb") as handle:
                 fields = handle.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
         ran += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
-    return waited / 1e9, ran
+    return waited, ran
 
 
 def _nspid(pid: int) -> list[int]:
@@ -472,7 +478,7 @@ class WorkerHandle:
         try:
             if self._host_pid is None:
                 self._host_pid = self.sandbox.zygote.host_pid(self.pid)
-            self._waited = None if self._host_pid is None else run_queue_wait(self._host_pid)[0]
+            self._waited = None if self._host_pid is None else run_queue_waited(self._host_pid)
         except (OSError, ValueError, IndexError):
             self._waited = None
 
