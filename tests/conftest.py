@@ -18,15 +18,20 @@ os.environ["LABKIT_DAEMON"] = "0"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that grade a lab whose checks time calls (`timed` in the catalogue) run one
-    after another on one xdist worker (`--dist loadgroup`), as a batch grades such a lab
-    at most once per core; the rest spread over the other workers."""
+    """Tests that grade a lab whose checks time calls (`timed` in the catalogue) are
+    dealt round-robin into one xdist group per core (`--dist loadgroup` runs a group's
+    tests one after another on one worker), so that at most one timed grading runs per
+    core, as `labkit batch` grades such a lab; the rest spread over every worker. The
+    deal depends only on the collection order, the same on every worker."""
     from labkit.course.catalogue import catalogue
 
     timed = [lab.id for lab in catalogue() if lab.timed]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    dealt = 0
     for item in items:
         if any(lab_id in item.nodeid for lab_id in timed):
-            item.add_marker(pytest.mark.xdist_group("timed"))
+            item.add_marker(pytest.mark.xdist_group(f"timed-{dealt % (cores or 1)}"))
+            dealt += 1
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from batchkit import folder
-from kit import REPO, grade_cached, solution_files, variants
+from kit import REPO, solution_files, variants
 
 from labkit.classroom import batch
 from labkit.classroom.gradebook import Gradebook
@@ -61,12 +61,6 @@ def test_the_alternatives_are_correct_solutions_written_differently():
     assert len(ALTERNATIVES) >= 2
     texts = {v.files()["gil.py"] for v in ALTERNATIVES} | {SOLUTION.encode()}
     assert len(texts) == len(ALTERNATIVES) + 1
-
-
-@pytest.mark.parametrize("variant", ALTERNATIVES, ids=lambda v: v.name)
-def test_an_alternative_correct_solution_earns_full_marks(variant):
-    result = grade_cached(LAB05, variant.files())
-    assert result.score == result.max_score, _lost(result)
 
 
 @pytest.fixture
