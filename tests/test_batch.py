@@ -307,6 +307,15 @@ def test_cli_batch_prints_a_summary_and_the_class_report(tmp_path):
                            capture_output=True, text=True)
     assert empty.returncode == 0, empty.stderr
     assert "lab02: 0 students" in empty.stdout
+    (tmp_path / "broken").mkdir()
+    for name in ("carol", "dave"):
+        (tmp_path / "broken" / f"{name}.zip").write_bytes(b"not a zip")
+    broken = subprocess.run(_plain_labkit("batch", "lab02", str(tmp_path / "broken"), "--out",
+                                          str(tmp_path / "broken-out")),
+                            capture_output=True, text=True)
+    assert broken.returncode == 1, broken.stderr  # the report, then why nothing was graded
+    assert "lab02: 2 students — 0 pass, 0 fail, 2 error" in broken.stdout
+    assert broken.stderr.splitlines()[-1].startswith("labkit: none of the 2 submissions")
 
 
 def test_scratch_is_cleaned_even_when_left_by_a_killed_run(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -107,6 +109,10 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
         push_to_nbgrader(summary.gradebook, nbgrader_db, (lab.id,), "labkit")
     if compare:
         _similarity(summary.out, lab.id, None, submissions, summary.layout, lang)
+    if summary.errors and not summary.graded and not summary.skipped:
+        click.echo(f"labkit: none of the {summary.errors} submissions could be graded "
+                   "(their reasons are in the report above)", err=True)
+        sys.exit(1)
 
 
 def _batch_notes(summary: BatchSummary) -> list[str]:
