@@ -88,3 +88,22 @@ def test_time_scale_stretches_every_lab_limit_and_nothing_else(monkeypatch, tmp_
         (lab,) = parse_catalogue(text, tmp_path)
         assert (lab.call_timeout, lab.grade_timeout) == (2.0 * scale, 50.0 * scale)
         assert settings.time_scale() == scale
+        assert settings.time_scale_taken() == (value in ("", "3"))
+
+
+def test_doctor_says_the_time_scale_and_when_it_was_not_taken(monkeypatch):
+    from click.testing import CliRunner
+
+    from labkit.cli.doctor import _time_scale_line
+
+    monkeypatch.setenv(settings.TIME_SCALE, "3")
+    assert "times 3 (LABKIT_TIME_SCALE=3)" in _time_scale_line("en")
+    monkeypatch.setenv(settings.TIME_SCALE, "fast\x1b[2J")
+    line = _time_scale_line("es")
+    assert "por 1:" in line and "\\x1b" in line and "\x1b" not in line
+    monkeypatch.setenv(settings.TIME_SCALE, "100")
+    assert "times 20: LABKIT_TIME_SCALE=100 is not a number from 1 to 20" in _time_scale_line("en")
+    from labkit.cli.main import main
+
+    shown = CliRunner().invoke(main, ["doctor", "--lang", "en"])
+    assert "time limits" in shown.output and "LABKIT_TIME_SCALE=100" in shown.output

@@ -44,10 +44,24 @@ def in_ci(environ: Mapping[str, str] | None = None) -> bool:
 
 def time_scale(environ: Mapping[str, str] | None = None) -> float:
     """How much to stretch the labs' time limits on a slow machine (`LABKIT_TIME_SCALE`):
-    a number from 1 to 20, default 1. Anything else is ignored: a typo must not turn a
-    limit off, nor shrink one below what the lab declares."""
+    a number from 1 to 20, default 1. Anything else is ignored (`labkit doctor` says so):
+    a typo must not turn a limit off, nor shrink one below what the lab declares."""
+    return _time_scale(get(TIME_SCALE, environ))[0]
+
+
+def time_scale_taken(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `LABKIT_TIME_SCALE` is unset or read as written (not ignored, not capped)."""
+    return _time_scale(get(TIME_SCALE, environ))[1]
+
+
+def _time_scale(raw: str) -> tuple[float, bool]:
+    if not raw.strip():
+        return 1.0, True
     try:
-        value = float(get(TIME_SCALE, environ) or 1.0)
+        value = float(raw)
     except ValueError:
-        return 1.0
-    return min(max(value, 1.0), MAX_TIME_SCALE) if value == value else 1.0
+        return 1.0, False
+    if value != value:  # NaN
+        return 1.0, False
+    scale = min(max(value, 1.0), MAX_TIME_SCALE)
+    return scale, scale == value

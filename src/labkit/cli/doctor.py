@@ -7,7 +7,7 @@ import time
 
 import click
 
-from labkit import __version__, i18n, settings
+from labkit import __version__, i18n, settings, textsafe
 from labkit.cli.common import LANG_OPTION
 
 # What a warm grading process guarantees the next submission (see the README's threat model).
@@ -89,10 +89,22 @@ def _pids_line(group: object, mode: str, lang: str) -> str:
 def doctor(mode: str | None, lang: str) -> None:
     """The Python, the kit, the isolation a grading would use here and why, the limits."""
     lines = report(mode, lang)
+    lines.append((i18n.t("doctor_time_limits", lang), _time_scale_line(lang)))
     lines.append((i18n.t("doctor_daemon", lang), _daemon_line(lang)))
     width = max(len(name) for name, _ in lines)
     for name, value in lines:
         click.echo(f"{name:<{width}}  {value}")
+
+
+def _time_scale_line(lang: str) -> str:
+    """The stretch `LABKIT_TIME_SCALE` gives every lab's time limits, and whether the
+    value written was taken: one ignored or capped is said, never silently dropped."""
+    raw = settings.get(settings.TIME_SCALE)
+    scale = f"{settings.time_scale():g}"
+    if settings.time_scale_taken():
+        return i18n.t("doctor_time_scale", lang, scale=scale, raw=raw or "unset")
+    return i18n.t("doctor_time_scale_ignored", lang, scale=scale, raw=textsafe.shown(raw),
+                  high=f"{settings.MAX_TIME_SCALE:g}")
 
 
 def _daemon_line(lang: str) -> str:
