@@ -171,33 +171,45 @@ def assert_graded_as_expected(variant: Variant, result: LabResult) -> None:
         assert any(entry["output_has"] in c.output for c in result.checks)
 
 
-# Cases the warm path can grade with the batch's one set of limits.
-WARM_CASES = [v for v in HOSTILE if v.lab == "lab02"
-              and "bwrap" in v.entry.get("modes", ["bwrap"])
-              and not {"call_timeout", "grade_timeout"} & v.entry.keys()]
+def warm_groups():
+    """Every case, under each isolation it names, in groups that share their limits: a
+    batch grades a group in one warm grading process with one set of limits."""
+    groups: dict[tuple, list[Variant]] = {}
+    for variant in HOSTILE:
+        entry = variant.entry
+        for mode in entry.get("modes", ["bwrap", "process"]):
+            limits = (entry.get("call_timeout", CALL_TIMEOUT),
+                      entry.get("grade_timeout", GRADE_TIMEOUT))
+            groups.setdefault((variant.lab, mode, *limits), []).append(variant)
+    for (lab_id, mode, call, grade), group in groups.items():
+        marks = [NEEDS_BWRAP] if mode == "bwrap" else []
+        yield pytest.param(lab_id, mode, call, grade, group, marks=marks,
+                           id=f"{lab_id}-{mode}-{call:g}s-{grade:g}s")
 
 
-@NEEDS_BWRAP
-def test_hostile_submissions_graded_warm_one_after_another(tmp_path, arena, monkeypatch):
+@pytest.mark.parametrize(("lab_id", "mode", "call", "grade", "group"), list(warm_groups()))
+def test_hostile_submissions_graded_warm_one_after_another(lab_id, mode, call, grade, group,
+                                                           tmp_path, arena, monkeypatch):
     """The warm path (`labkit batch`, and the daemon behind `labkit grade`) keeps one
     grading process and one zygote for many submissions: every case is graded there in
     turn, as the cold path grades it, and the solution after all of them earns full marks."""
     fills, watched, _listener = arena
-    monkeypatch.setenv("LABKIT_ISOLATION", "bwrap")
-    lab = get_lab("lab02")
+    monkeypatch.setenv("LABKIT_ISOLATION", mode)
+    lab = dataclasses.replace(get_lab(lab_id), call_timeout=call, grade_timeout=grade)
     before = fingerprint(kit_files(lab.id) + watched)
     folders = tmp_path / "class"
-    for index, variant in enumerate(WARM_CASES):
+    for index, variant in enumerate(group):
         write_files(fill(variant.files(), fills), folders / f"s{index:02d}")
     write_files(solution_files(lab), folders / "zz-solution")
-    summary = batch.grade_many(lab, folders, tmp_path / "out", jobs=1, timeout=CALL_TIMEOUT)
-    assert summary.graded == len(WARM_CASES) + 1
+    summary = batch.grade_many(lab, folders, tmp_path / "out", jobs=1)
+    assert summary.graded == len(group) + 1
     with Gradebook(summary.gradebook) as book:
         results = {row.student: LabResult.from_dict(row.result) for row in book.current(lab.id)}
-    for index, variant in enumerate(WARM_CASES):
+    for index, variant in enumerate(group):
+        assert results[f"s{index:02d}"].isolation == mode
         assert_graded_as_expected(variant, results[f"s{index:02d}"])
     solution = results["zz-solution"]
-    assert solution.score == solution.max_score, solution.failed
+    assert solution.score == solution.max_score, [(c.id, c.message) for c in solution.failed]
     assert fingerprint(kit_files(lab.id) + watched) == before
 
 
