@@ -5,7 +5,9 @@ Canvas names them, some resubmitted as `broadcasting-1.py`), each a variant of o
 few distinct implementations (names renamed at random, functions shuffled: each family
 is one implementation copied, so a third of the class matches a third), then prints the
 time to discover the download, to read every submission, to fingerprint them and to
-compare every pair, with the pairs per second.
+compare every pair, with the pairs per second. Then the cost of the documents an attacker
+would send: a megabyte of the densest code (cut at `MAX_DOCUMENT_CHARS`), a copy behind a
+megabyte of comments (left out), set beside one honest submission's.
 
     python benchmarks/similarity.py [--n 300]
 
@@ -76,6 +78,16 @@ def main() -> None:
     print(f"fingerprinted and compared {pairs} pairs in {compared - read:.2f} s "
           f"({pairs / max(compared - read, 1e-9):.0f} pairs/s); "
           f"{len(report.flagged)} flagged at {report.threshold:.0%} (within the families)")
+    hostile = {"an honest submission": SOLUTION,
+               "1 MB of dense code": "a+" * 2**19,
+               "1 MB of short lines": "x = 1\n" * (2**20 // 6),
+               "a copy behind 1 MB of comments": "# padding\n" * (2**20 // 10) + SOLUTION}
+    for name, text in hostile.items():
+        started = time.perf_counter()
+        one = similarity.compare(lab, {"a": text, "b": SOLUTION})
+        print(f"{name}: {time.perf_counter() - started:.2f} s to compare with one other "
+              f"({'cut' if one.cut else 'whole'}, {len(one.documents['a']):,} characters "
+              f"of code compared)")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def test_unreadable_entries_are_listed_and_the_deadline_is_kept(tmp_path):
 def test_the_page_shows_pairs_side_by_side_escaped(tmp_path):
     similarity_class(tmp_path, planted=True)
     hostile = disguised(SOLUTION).replace(
-        "import numpy as np", "import numpy as np  # </pre><script>alert(1)</script>")
+        "import numpy as np", "import numpy as np\nNOTE = '</pre><script>alert(1)</script>'")
     (tmp_path / "mallory" / "broadcasting.py").write_text(hostile)
     (tmp_path / "<b>x").mkdir()
     (tmp_path / "<b>x" / "broadcasting.py").write_text(SOLUTION)
@@ -142,3 +142,48 @@ def test_batch_with_similarity_compares_at_the_end(tmp_path):
     assert done.exit_code == 0, done.output
     assert "2 submissions compared, 1 pair at or above 50%" in done.output
     assert "alice ~ mallory" in done.output and (tmp_path / "out" / "similarity.html").is_file()
+
+
+PADDING = "".join(f"# note {i}: {'x' * 60}\n" for i in range(344 * 1024 // 72))  # 344 KB
+
+
+def test_a_verbatim_copy_behind_comments_is_still_found(tmp_path):
+    """Issue 29: documents were cut at 256 Ki characters before comparison, silently, so
+    a copy placed after 344 KB of comments was never seen. Comments do not count now."""
+    similarity_class(tmp_path, planted=False)
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / "broadcasting.py").write_text(PADDING + SOLUTION)
+    report = compared(tmp_path)
+    assert len(PADDING) > 256 * 1024 and report.cut == ()
+    first = report.pairs[0]
+    assert (first.a, first.b) == ("alice", "mallory") and first.score >= report.threshold
+    assert "# note" not in report.documents["mallory"]
+
+
+def test_a_document_longer_than_the_limit_is_cut_and_said_so(tmp_path):
+    similarity_class(tmp_path, planted=False)
+    filler = "".join(f"value_{i} = {i} * {i + 1}\n" for i in range(8000))  # code, not comments
+    (tmp_path / "<i>mallory").mkdir()
+    (tmp_path / "<i>mallory" / "broadcasting.py").write_text(filler + SOLUTION)
+    report = compared(tmp_path)
+    assert report.cut == ("<i>mallory",)
+    assert len(report.documents["<i>mallory"]) == similarity.MAX_DOCUMENT_CHARS
+    assert "cut: <i>mallory: only the first 65,536 characters of code" in similarity.text(report)
+    page = similarity.html(report)
+    assert "cut: &lt;i&gt;mallory: only the first" in page and "<i>mallory" not in page
+
+
+def test_code_of_leaves_out_comments_only_and_bounds_what_it_reads():
+    source = ("import numpy as np  # why\n\n# a whole line\ndef f(x):\n"
+              "    text = '''keep\n# inside a string\n'''\n    return x  # done\n")
+    code, cut = similarity.code_of(source)
+    assert not cut and code == ("import numpy as np\ndef f(x):\n    text = '''keep\n"
+                                "# inside a string\n'''\n    return x")
+    # code that does not tokenize: from where it stops, whole-line comments still go
+    code, cut = similarity.code_of("def f(:\n    return 1\n# gone\nx = '''\n")
+    assert "gone" not in code and code.startswith("def f(:")
+    # one long line, and many short ones: at most the limit, and said so
+    for text in ("a+" * 200_000, "y = 2\n" * 200_000, "s = '" + "z" * 10**6):
+        code, cut = similarity.code_of(text, limit=1000)
+        assert cut and len(code) == 1000
+    assert similarity.code_of("# only\n# comments\n" * 10**4) == ("", False)

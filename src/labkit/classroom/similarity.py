@@ -8,16 +8,21 @@ larger of the two shares of each file's fingerprinted code that the other also h
 
 The submissions are untrusted files, read again from the batch's download with the
 same safety rules as grading (`labkit.classroom.submissions`: sizes checked before
-anything is read, zips checked before they are opened); each document is cut at
-`MAX_DOCUMENT_CHARS`, and the comparison stops at a deadline (the report then says it
-is partial). `text(...)` ranks the pairs; `html(...)` shows each flagged pair side by
-side with the matched regions marked, every byte of a submission escaped.
+anything is read, zips checked before they are opened). What is compared is each
+document's code: comments and blank lines are left out first (`code_of`), so padding
+cannot push a copy out of reach, and only then is it cut at `MAX_DOCUMENT_CHARS`, which
+bounds each fingerprint's cost (about a second for the densest code on a 2-core machine:
+benchmarks/similarity.py); the report names every document cut. The comparison stops
+at a deadline (the report then says it is partial). `text(...)` ranks the pairs;
+`html(...)` shows each flagged pair side by side with the matched regions marked, every
+byte of a submission escaped.
 """
 
 from __future__ import annotations
 
 import io
 import time
+import tokenize
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -34,7 +39,7 @@ from labkit.fsutil import write_atomic
 DEFAULT_THRESHOLD = 0.5
 NOISE = 25  # copydetect's defaults: matches shorter than this many tokens are noise,
 GUARANTEE = 30  # ... and one this long or longer is always found
-MAX_DOCUMENT_CHARS = 256 * 1024
+MAX_DOCUMENT_CHARS = 64 * 1024  # of code, comments left out: ten times a lab's solution
 DEADLINE_S = 600.0
 MAX_LISTED = 200  # pairs in the ranked list
 MAX_SHOWN = 50  # pairs shown side by side in the page
@@ -63,6 +68,7 @@ class SimilarityReport:
     pairs: tuple[Pair, ...]  # most similar first (only pairs sharing something)
     skipped: tuple[tuple[str, str], ...]  # (student, why it could not be read)
     partial: bool = False  # the deadline cut the comparison short
+    cut: tuple[str, ...] = ()  # students whose code was longer than `MAX_DOCUMENT_CHARS`
 
     @property
     def flagged(self) -> list[Pair]:
@@ -89,8 +95,56 @@ def documents(lab: LabSpec, root: Path, layout: str = "auto",
             continue
         parts = [data.decode("utf-8", errors="replace") for rel, data in sorted(files.items())
                  if rel.endswith(".py")]
-        texts[student] = "\n".join(parts)[:MAX_DOCUMENT_CHARS]
+        texts[student] = "\n".join(parts)
     return texts, skipped
+
+
+def code_of(text: str, limit: int = MAX_DOCUMENT_CHARS) -> tuple[str, bool]:
+    """`text`'s code as compared, and whether it was cut: comments, blank lines and
+    trailing blanks left out, then at most `limit` characters. Tokens are read only until
+    `limit` characters of code are kept, so the cost is bounded by `limit` and by the
+    number of comment lines, whatever the document's size. Where Python's tokenizer gives
+    up (code that does not parse), the rest loses only its whole-line comments."""
+    # a line longer than `limit` is cut there before it is read: what follows it in the
+    # line could never be compared, and a tokenizer reads a whole line at a time
+    lines = [line if len(line) <= limit else line[:limit] + "\n"
+             for line in text.splitlines(keepends=True)]
+    comments: dict[int, int] = {}  # line number (from 1) -> column its comment starts at
+    kept: list[str] = []
+    size = 0
+    done = 0  # lines already kept or dropped
+
+    def keep_until(row: int, tokenized: bool) -> bool:
+        nonlocal done, size
+        while done < min(row, len(lines)):
+            line = lines[done]
+            done += 1
+            if done in comments:
+                line = line[:comments[done]]
+            elif not tokenized and line.lstrip().startswith("#"):
+                continue
+            line = line.rstrip()
+            if line:
+                kept.append(line)
+                size += len(line) + 1
+                if size > limit:
+                    return True
+        return False
+
+    readline = iter(lines).__next__
+    try:
+        for token in tokenize.generate_tokens(readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.start[1]
+            if keep_until(token.start[0] - 1, tokenized=True):
+                return "\n".join(kept)[:limit], True
+    except (tokenize.TokenError, SyntaxError):
+        pass  # from the line it stopped at, the plain rule below
+    else:
+        if keep_until(len(lines), tokenized=True):
+            return "\n".join(kept)[:limit], True
+    cut = keep_until(len(lines), tokenized=False)
+    return "\n".join(kept)[:limit], cut
 
 
 # An odd multiplier: invertible modulo 2**64, so no two windows' sums are confused by it.
@@ -139,16 +193,19 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
                      for path in lab.stubs(rel) if path.is_file())
     boilerplate = _hashes(CodeFingerprint("stub.py", NOISE, window, fp=io.StringIO(stub)))
     skipped = list(skipped or ())
-    prints = {}
+    prints, compared, cut = {}, {}, []
     partial = False
     for student in sorted(texts):
         if time.monotonic() - started > deadline_s:
             partial = True
             skipped.append((student, "not compared: the time limit was reached"))
             continue
+        compared[student], was_cut = code_of(texts[student])
+        if was_cut:
+            cut.append(student)
         prints[student] = CodeFingerprint(f"{student}.py", NOISE, window,
                                           boilerplate=boilerplate,
-                                          fp=io.StringIO(texts[student]))
+                                          fp=io.StringIO(compared[student]))
     students = sorted(prints)
     pairs: list[Pair] = []
     for i, a in enumerate(students):
@@ -163,8 +220,8 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
             kept = (_spans(spans[0]), _spans(spans[1])) if score >= threshold else ((), ())
             pairs.append(Pair(a, b, score, (float(shares[0]), float(shares[1])), kept))
     pairs.sort(key=lambda p: (-p.score, p.a, p.b))
-    return SimilarityReport(lab.id, threshold, {s: texts[s] for s in students}, tuple(pairs),
-                            tuple(skipped), partial)
+    return SimilarityReport(lab.id, threshold, compared, tuple(pairs), tuple(skipped),
+                            partial, tuple(cut))
 
 
 def from_out(out: Path, lab: str | None = None, threshold: float = DEFAULT_THRESHOLD,
@@ -222,7 +279,14 @@ def text(report: SimilarityReport) -> str:
                      f"{p.shares[1]:.0%} of {textsafe.shown(p.b)})")
     for student, why in r.skipped:
         lines.append(f"  not compared: {textsafe.shown(student)}: {textsafe.shown(why)}")
+    for student in r.cut:
+        lines.append(f"  {_cut_note(textsafe.shown(student))}")
     return "\n".join(lines)
+
+
+def _cut_note(student: str) -> str:
+    return (f"cut: {student}: only the first {MAX_DOCUMENT_CHARS:,} characters of code "
+            "(comments and blank lines left out) were compared")
 
 
 _CSS = """
@@ -244,6 +308,8 @@ def html(report: SimilarityReport) -> str:
     title = escape(f"{r.lab}: similar submissions")
     warning = ('<p class="warning">The comparison reached its time limit: these pairs are '
                "partial.</p>" if r.partial else "")
+    warning += "".join(f'<p class="warning">{_cut_note(escape(student))}</p>'
+                       for student in r.cut)
     rows = "".join(
         f"<tr><td class=\"num\">{p.score:.0%}</td><td>{escape(p.a)}</td><td>{escape(p.b)}</td>"
         f"<td class=\"num\">{p.shares[0]:.0%} / {p.shares[1]:.0%}</td></tr>"
