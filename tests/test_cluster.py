@@ -8,6 +8,8 @@ machine and a missing Dask are each one line and exit 2."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import shutil
 import signal
@@ -120,6 +122,46 @@ def test_a_worker_without_bubblewrap_refuses_to_grade(monkeypatch):
     worker = SimpleNamespace(address="tcp://127.0.0.1:1234", state=SimpleNamespace(nthreads=1))
     with pytest.raises(RuntimeError, match="grades only in bubblewrap, and here bwrap not found"):
         plugin.setup(worker)
+
+
+class _Future:
+    """A Dask future as the pool sees it: its status, and the result it holds."""
+
+    def __init__(self, status: str, result: str = "") -> None:
+        self.status, self._result, self.released = status, result, False
+
+    def result(self) -> str:
+        return self._result
+
+    def release(self) -> None:
+        self.released = True
+
+
+def test_a_result_lost_with_its_worker_is_graded_again_not_the_end_of_the_batch(monkeypatch):
+    """Issue 27: a worker that dies after grading but before its result is fetched leaves
+    the future `lost`; the batch used to stop with "lost the Dask scheduler". The grading
+    is submitted again, and its second result is the one recorded."""
+    distributed = pytest.importorskip("distributed")
+    document = json.dumps({"result": {"score": 1}})
+    submitted: list[str] = []
+    outcomes = iter([_Future("lost"), _Future("finished", document)])
+
+    def submit(*_args, **_kwargs):
+        future = next(outcomes)
+        submitted.append(future.status)
+        return future
+
+    pool = object.__new__(cluster.DaskPool)
+    pool.address, pool.lab, pool.jobs, pool.plugin, pool.grade = "tcp://x", LAB02, 1, "p", None
+    pool.keys, pool.queue, pool.running = {"en": "k"}, collections.deque(), {}
+    pool.client = SimpleNamespace(status="running", submit=submit,
+                                  as_current=contextlib.nullcontext)
+    monkeypatch.setattr(distributed, "wait", lambda futures, **_: (set(futures), set()))
+    task = SimpleNamespace(serial=1, lang="en", files={}, kit_fault=False)
+    pool.submit(task)
+    first = next(iter(pool.running))
+    assert pool.wait() == [(task, {"score": 1}, "")]
+    assert submitted == ["lost", "finished"] and first.released and not pool.running
 
 
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path, monkeypatch):
