@@ -1,9 +1,8 @@
 """Similarity and LMS layouts: how long a class takes to compare, and to discover.
 
 Builds a synthetic lab02 class of N students as a Canvas download (flat files named as
-Canvas names them, some resubmitted as `broadcasting-1.py`), each a variant of one of a
-few distinct implementations (names renamed at random, functions shuffled: each family
-is one implementation copied, so a third of the class matches a third), then prints the
+Canvas names them, some resubmitted as `broadcasting-1.py`): each pasted the lecture's
+helpers and wrote code of their own, and one copied another's, disguised. Prints the
 time to discover the download, to read every submission, to fingerprint them and to
 compare every pair, with the pairs per second. Then the cost of the documents an attacker
 would send: a megabyte of the densest code (cut at `MAX_DOCUMENT_CHARS`), a copy behind a
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 import sys
 import tempfile
 import time
@@ -28,29 +26,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from similaritykit import BOB, CAROL  # noqa: E402
+from similaritykit import LECTURE, disguised, own_code  # noqa: E402
 
 from labkit.classroom import layouts, similarity  # noqa: E402
 from labkit.course.catalogue import get_lab  # noqa: E402
 
 SOLUTION = (REPO / "solutions" / "lab02" / "broadcasting.py").read_text()
-NAMES = ("a", "b", "x", "y", "arr", "vec", "out", "res", "tmp", "val", "acc", "dims")
-
-
-def variant(source: str, rng: random.Random) -> str:
-    """`source` with a few of its local names renamed and its functions shuffled."""
-    for old in ("va", "vb", "left", "right", "p", "q", "result", "strides", "step", "dims"):
-        source = re.sub(rf"\b{old}\b", rng.choice(NAMES) + str(rng.randrange(100)), source)
-    head, *functions = re.split(r"\n(?=def )", source)
-    rng.shuffle(functions)
-    return "\n".join([head, *functions, f"\n# student {rng.randrange(10**6)}\n"])
 
 
 def build(root: Path, n: int, rng: random.Random) -> None:
-    sources = (SOLUTION, BOB, CAROL)
-    for i in range(n):
+    """A class as a Canvas download: each student pasted the lecture's helpers and wrote
+    their own code; student 7's is copied, disguised, by the last student."""
+    texts = [f"import numpy as np\n{LECTURE}\n\n{own_code(rng, 2)}\n" for _ in range(n - 1)]
+    texts.append(disguised(texts[7].replace("total", "acc")))
+    for i, text in enumerate(texts):
         user = 1000 + i
-        text = variant(sources[i % len(sources)], rng)
         (root / f"student{i}_{user}_{5000 + i}_broadcasting.py").write_text(text)
         if i % 10 == 0:  # resubmitted: the newer copy is the one compared
             (root / f"student{i}_{user}_{9000 + i}_broadcasting-1.py").write_text(text)
@@ -77,7 +67,9 @@ def main() -> None:
     print(f"read {len(texts)} submissions ({len(skipped)} unreadable) in {read - discovered:.2f} s")
     print(f"fingerprinted and compared {pairs} pairs in {compared - read:.2f} s "
           f"({pairs / max(compared - read, 1e-9):.0f} pairs/s); "
-          f"{len(report.flagged)} flagged at {report.threshold:.0%} (within the families)")
+          f"{len(report.flagged)} flagged at {report.threshold:.0%}; the planted copy ranks "
+          f"{_rank(report, {'1007', str(1000 + args.n - 1)})} (code in more than "
+          f"{report.common} submissions discounted)")
     hostile = {"an honest submission": SOLUTION,
                "1 MB of dense code": "a+" * 2**19,
                "1 MB of short lines": "x = 1\n" * (2**20 // 6),
@@ -88,6 +80,13 @@ def main() -> None:
         print(f"{name}: {time.perf_counter() - started:.2f} s to compare with one other "
               f"({'cut' if one.cut else 'whole'}, {len(one.documents['a']):,} characters "
               f"of code compared)")
+
+
+def _rank(report: similarity.SimilarityReport, users: set[str]) -> str:
+    for rank, pair in enumerate(report.pairs, start=1):
+        if {pair.a, pair.b} == users:
+            return f"#{rank} ({pair.score:.0%}, standing out by {pair.standout:+.0%})"
+    return "nowhere"
 
 
 if __name__ == "__main__":

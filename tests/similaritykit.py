@@ -4,6 +4,7 @@ a copy of one of them disguised by renamed variables and reordered functions."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -149,3 +150,60 @@ def similarity_class(root: Path, planted: bool) -> None:
     if planted:
         (root / "mallory").mkdir()
         (root / "mallory" / "broadcasting.py").write_text(disguised(SOLUTION))
+
+
+# What a lecture handed out and most of a class pasted in (not in the stub): the class's
+# code, which must make no pair stand out.
+LECTURE = '''
+def _as_float_array(values, name):
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim == 0 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty array, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} holds a NaN or an infinity")
+    return array
+
+
+def _report(label, array):
+    print(f"{label}: shape={array.shape} strides={array.strides} dtype={array.dtype}")
+    return array.shape, array.strides
+'''
+
+
+def own_code(rng: random.Random, functions: int = 6) -> str:
+    """Code no one else wrote: functions of random shape (loops, branches, arithmetic)."""
+    ops, parts = ("+", "-", "*", "//", "%", "**"), []
+
+    def expr(depth: int) -> str:
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(["x", "y", "total", str(rng.randrange(2, 99))])
+        return f"({expr(depth - 1)} {rng.choice(ops)} {expr(depth - 1)})"
+
+    for index in range(functions):
+        body = [f"def helper_{rng.randrange(10**6)}_{index}(x, y):", "    total = 0"]
+        for _ in range(rng.randrange(3, 7)):
+            kind = rng.randrange(3)
+            if kind == 0:
+                body += [f"    for i in range({rng.randrange(2, 9)}):",
+                         f"        total += {expr(3)}"]
+            elif kind == 1:
+                body += [f"    if {expr(2)} > {expr(2)}:", f"        total -= {expr(3)}"]
+            else:
+                body.append(f"    total = {expr(4)}")
+        body.append(f"    return total {rng.choice(ops)} {expr(2)}")
+        parts.append("\n".join(body))
+    return "\n\n\n".join(parts)
+
+
+def large_class(root: Path, students: int, seed: int = 31) -> None:
+    """`students` who each pasted the lecture's helpers and wrote their own code; `mallory`
+    copied `student07`'s own code, disguised."""
+    rng = random.Random(seed)
+    for index in range(students):
+        name = f"student{index:02d}"
+        (root / name).mkdir(parents=True)
+        text = f"import numpy as np\n{LECTURE}\n\n{own_code(rng, functions=2)}\n"
+        (root / name / "broadcasting.py").write_text(text)
+    copied = (root / "student07" / "broadcasting.py").read_text()
+    (root / "mallory").mkdir()
+    (root / "mallory" / "broadcasting.py").write_text(disguised(copied.replace("total", "acc")))

@@ -3,8 +3,11 @@
 copydetect tokenises each submission (pygments) and replaces names with placeholders,
 so renamed variables do not hide a copy; it fingerprints k-grams of tokens and keeps a
 winnowed sample, so moving functions around does not either. The fingerprints of the
-lab's own stub (what every student starts from) are discounted. A pair's score is the
-larger of the two shares of each file's fingerprinted code that the other also holds.
+lab's own stub (what every student starts from) are discounted, and so are those held by
+many of the class (`common_limit`, as MOSS's `-m`): the idioms a whole class writes alike
+make no pair stand out. A pair's score is the larger of the two shares of each file's
+fingerprinted code that the other also holds; pairs are ranked by how far the score
+stands out above what each of the two shares with the rest of the class.
 
 The submissions are untrusted files, read again from the batch's download with the
 same safety rules as grading (`labkit.classroom.submissions`: sizes checked before
@@ -20,7 +23,9 @@ byte of a submission escaped.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import statistics
 import time
 import tokenize
 from dataclasses import dataclass
@@ -41,6 +46,7 @@ NOISE = 25  # copydetect's defaults: matches shorter than this many tokens are n
 GUARANTEE = 30  # ... and one this long or longer is always found
 MAX_DOCUMENT_CHARS = 64 * 1024  # of code, comments left out: ten times a lab's solution
 DEADLINE_S = 600.0
+COMMON_MIN, COMMON_SHARE = 10, 0.05  # code in more documents than both is the class's
 MAX_LISTED = 200  # pairs in the ranked list
 MAX_SHOWN = 50  # pairs shown side by side in the page
 TEXT_NAME, HTML_NAME = "similarity.txt", "similarity.html"
@@ -56,6 +62,8 @@ class Pair:
     b: str
     score: float  # the larger of the two shares
     shares: tuple[float, float]
+    # the score less the larger of the two students' median scores with the class
+    standout: float
     # the matched spans in each text (kept only for flagged pairs: the page shows those)
     slices: tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]
 
@@ -69,6 +77,7 @@ class SimilarityReport:
     skipped: tuple[tuple[str, str], ...]  # (student, why it could not be read)
     partial: bool = False  # the deadline cut the comparison short
     cut: tuple[str, ...] = ()  # students whose code was longer than `MAX_DOCUMENT_CHARS`
+    common: int = COMMON_MIN  # code held by more submissions than this was discounted
 
     @property
     def flagged(self) -> list[Pair]:
@@ -207,6 +216,7 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
                                           boilerplate=boilerplate,
                                           fp=io.StringIO(compared[student]))
     students = sorted(prints)
+    _discount(prints.values(), common_limit(len(students)))
     pairs: list[Pair] = []
     for i, a in enumerate(students):
         if time.monotonic() - started > deadline_s:
@@ -218,10 +228,56 @@ def compare(lab: LabSpec, texts: dict[str, str], threshold: float = DEFAULT_THRE
                 continue
             score = float(max(shares))
             kept = (_spans(spans[0]), _spans(spans[1])) if score >= threshold else ((), ())
-            pairs.append(Pair(a, b, score, (float(shares[0]), float(shares[1])), kept))
-    pairs.sort(key=lambda p: (-p.score, p.a, p.b))
+            pairs.append(Pair(a, b, score, (float(shares[0]), float(shares[1])),
+                              standout=0.0, slices=kept))
+    pairs = _ranked(pairs, students)
     return SimilarityReport(lab.id, threshold, compared, tuple(pairs), tuple(skipped),
-                            partial, tuple(cut))
+                            partial, tuple(cut), common_limit(len(students)))
+
+
+def common_limit(documents: int) -> int:
+    """Code held by more than this many of a class's `documents` is the class's, not a
+    pair's: at least `COMMON_MIN`, so a small class discounts nothing but the stub."""
+    return max(COMMON_MIN, int(COMMON_SHARE * documents))
+
+
+def _discount(prints: Any, limit: int) -> None:
+    """Remove from every fingerprint the hashes more than `limit` of them hold, as the
+    stub's are removed (copydetect's boilerplate: the hashes, their places, and the
+    token coverage a share is counted against)."""
+    from copydetect.utils import get_token_coverage
+
+    prints = list(prints)
+    held: dict[int, int] = {}
+    for fingerprint in prints:
+        for value in fingerprint.hashes:
+            held[value] = held.get(value, 0) + 1
+    common = {value for value, count in held.items() if count > limit}
+    if not common:
+        return
+    for fingerprint in prints:
+        mine = fingerprint.hashes & common
+        if mine:
+            fingerprint.hashes -= mine
+            for value in mine:
+                del fingerprint.hash_idx[value]
+            fingerprint.token_coverage = get_token_coverage(
+                fingerprint.hash_idx, fingerprint.k, len(fingerprint.filtered_code))
+
+
+def _ranked(pairs: list[Pair], students: list[str]) -> list[Pair]:
+    """`pairs` with how far each stands out, most first: its score less the larger of
+    the two students' median scores with everyone else (no overlap counts 0)."""
+    scores: dict[str, list[float]] = {student: [] for student in students}
+    for pair in pairs:
+        scores[pair.a].append(pair.score)
+        scores[pair.b].append(pair.score)
+    others = len(students) - 1
+    typical = {student: statistics.median(values + [0.0] * (others - len(values)))
+               for student, values in scores.items() if others > 0}
+    ranked = [dataclasses.replace(p, standout=p.score - max(typical[p.a], typical[p.b]))
+              for p in pairs]
+    return sorted(ranked, key=lambda p: (-p.standout, -p.score, p.a, p.b))
 
 
 def from_out(out: Path, lab: str | None = None, threshold: float = DEFAULT_THRESHOLD,
@@ -271,12 +327,16 @@ def text(report: SimilarityReport) -> str:
     if r.partial:
         lines.append("warning: the comparison reached its time limit: these pairs are partial")
     lines.append(f"{r.lab}: {len(r.documents)} submissions compared, {_pairs(len(r.flagged))} "
-                 f"at or above {r.threshold:.0%} similar (stub code discounted)")
+                 f"at or above {r.threshold:.0%} similar ({_discounted(r)}); ranked by how "
+                 "far each pair stands out above what the two share with the class (second "
+                 "column)")
     for p in r.pairs[:MAX_LISTED]:
         mark = "!" if p.score >= r.threshold else " "
-        lines.append(f"{mark} {p.score:5.0%}  {textsafe.shown(p.a)} ~ {textsafe.shown(p.b)}"
-                     f"  ({p.shares[0]:.0%} of {textsafe.shown(p.a)}, "
+        lines.append(f"{mark} {p.score:5.0%} {p.standout:+5.0%}  {textsafe.shown(p.a)} ~ "
+                     f"{textsafe.shown(p.b)}  ({p.shares[0]:.0%} of {textsafe.shown(p.a)}, "
                      f"{p.shares[1]:.0%} of {textsafe.shown(p.b)})")
+    if len(r.pairs) > MAX_LISTED:
+        lines.append(f"  {_unlisted(r)}")
     for student, why in r.skipped:
         lines.append(f"  not compared: {textsafe.shown(student)}: {textsafe.shown(why)}")
     for student in r.cut:
@@ -311,9 +371,11 @@ def html(report: SimilarityReport) -> str:
     warning += "".join(f'<p class="warning">{_cut_note(escape(student))}</p>'
                        for student in r.cut)
     rows = "".join(
-        f"<tr><td class=\"num\">{p.score:.0%}</td><td>{escape(p.a)}</td><td>{escape(p.b)}</td>"
+        f"<tr><td class=\"num\">{p.score:.0%}</td><td class=\"num\">{p.standout:+.0%}</td>"
+        f"<td>{escape(p.a)}</td><td>{escape(p.b)}</td>"
         f"<td class=\"num\">{p.shares[0]:.0%} / {p.shares[1]:.0%}</td></tr>"
         for p in r.pairs[:MAX_LISTED])
+    more = f"<p>{escape(_unlisted(r))}</p>" if len(r.pairs) > MAX_LISTED else ""
     shown = []
     for p in r.flagged[:MAX_SHOWN]:
         shown.append(
@@ -325,11 +387,23 @@ def html(report: SimilarityReport) -> str:
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{title}</title><style>{_CSS}</style></head><body>{warning}<h1>{title}</h1>"
         f"<p>{len(r.documents)} submissions compared; {_pairs(len(r.flagged))} at or above "
-        f"{r.threshold:.0%} (the lab's stub code is discounted).</p>"
-        "<table><thead><tr><th>similarity</th><th>student</th><th>student</th>"
-        f"<th>share of each</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"{r.threshold:.0%} ({escape(_discounted(r))}). Pairs are ranked by how far they "
+        "stand out above what the two share with the rest of the class.</p>"
+        "<table><thead><tr><th>similarity</th><th>stands out by</th><th>student</th>"
+        f"<th>student</th><th>share of each</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"{more}"
         f"{''.join(shown)}</body></html>\n"
     )
+
+
+def _discounted(report: SimilarityReport) -> str:
+    return (f"the stub's code and code found in more than {report.common} submissions "
+            "discounted")
+
+
+def _unlisted(report: SimilarityReport) -> str:
+    return (f"... and {len(report.pairs) - MAX_LISTED} more pairs that share something, "
+            f"not listed (the {MAX_LISTED} that stand out most are)")
 
 
 def _pairs(count: int) -> str:
