@@ -47,6 +47,7 @@ from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
 from labkit.sandbox import isolation, protocol
+from labkit.student import handin
 
 DEFAULT_OUT = Path("labkit-out")
 GRADEBOOK_NAME = FILE_NAME
@@ -88,6 +89,8 @@ class BatchSummary:
     jobs: int = 1  # submissions graded at once (see `jobs_for`)
     inside: str = ""  # the folder of SUBMISSIONS the download was read in, if wrapped in one
     not_students: tuple[str, ...] = ()  # roster rows left out: staff, the LMS's test student
+    # (student, why): hand-ins whose `labkit submit` receipt claims another grade
+    receipts: tuple[tuple[str, str], ...] = ()
 
 
 Sink = Callable[[str, LabResult], None]
@@ -214,6 +217,7 @@ def grade_many(
     key = grader_key(lab, lang)
     max_score = lab_checks(lab).max_score
     counts = {"graded": 0, "skipped": 0, "errors": 0}
+    receipts: list[tuple[str, str]] = []
     with _exclusive(out), Gradebook(gradebook or out / GRADEBOOK_NAME) as book:
         scratch = (out / ".scratch").resolve()  # the grading processes' TMPDIR
         shutil.rmtree(scratch, ignore_errors=True)
@@ -232,6 +236,11 @@ def grade_many(
             for sink in sinks:
                 sink(task.entry.student, result)
             done += 1
+            claimed = handin.parse_receipt(task.receipt) if task.receipt else None
+            differs = claimed and result.status is not Status.ERROR and handin.difference(
+                claimed, result, lang)
+            if differs:
+                receipts.append((task.entry.student, differs))
             kind = "error" if result.status is Status.ERROR else "graded"
             counts["errors" if kind == "error" else "graded"] += 1
             emit(BatchEvent(kind, done, len(entries), task.entry.student, result))
@@ -298,7 +307,7 @@ def grade_many(
                         counts["graded"], counts["skipped"], counts["errors"],
                         tuple(found.ignored), time.monotonic() - started, run_id, found.layout,
                         tuple(unlisted), tuple(p.id for p in missing), workers.jobs,
-                        found.inside, tuple(not_students))
+                        found.inside, tuple(not_students), tuple(receipts))
 
 
 def _previous(book: Gradebook, lab: str, entry: submissions.Entry, digest: str, key: str,
@@ -329,6 +338,7 @@ class _Task:
     files_digest: str = ""  # of the graded files ("" when they could not be read)
     files: dict[str, bytes] = field(default_factory=dict)  # read, in memory, until sent
     note: str = ""
+    receipt: bytes = b""  # a `labkit submit` receipt in the entry's zip: shown, never graded
     error: str = ""
     serial: int = 0
     lang: str = "en"
@@ -346,7 +356,7 @@ def _read(lab: LabSpec, entry: submissions.Entry, lang: str, max_unpacked: int,
         return _Task(entry, submissions.error_digest(entry), error=exc.text(lang),
                      serial=serial, lang=lang)
     return _Task(entry, collected.digest, collected.digest, files=collected.files,
-                 note=collected.note, serial=serial, lang=lang)
+                 note=collected.note, receipt=collected.receipt, serial=serial, lang=lang)
 
 
 def error_result(lab: LabSpec, message: str, lang: str, digest: str = "",

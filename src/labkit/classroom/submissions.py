@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from labkit import fileset, i18n, textsafe
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
-from labkit.student import locate, workspace
+from labkit.student import handin, locate, workspace
 
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a zip declaring more than this is refused
 MAX_ZIP_MEMBERS = 10_000
@@ -80,6 +80,7 @@ class Collected:
     files: dict[str, bytes]
     note: str
     digest: str
+    receipt: bytes = b""  # the `labkit submit` receipt beside them, as sent (never graded)
 
 
 def discover(root: Path) -> tuple[list[Entry], list[str]]:
@@ -134,16 +135,32 @@ def read(lab: LabSpec, entry: Entry, lang: str,
     if entry.duplicate_of:
         raise SubmissionError("batch_duplicate", names=entry.duplicate_of)
     if entry.kind == "zip":
-        return _collect(entry, lab, lang, *_unzip(lab, entry.path, max_unpacked))
+        return _with_receipt(_collect(entry, lab, lang, *_unzip(lab, entry.path, max_unpacked)),
+                             entry.path)
     if entry.kind == "files":
         return _read_uploads(lab, entry, lang, max_unpacked)
     inner = _single_zip(lab, entry.path)
     if inner is not None:  # an LMS folder holding the zip the student uploaded
-        return _collect(entry, lab, lang, *_unzip(lab, inner, max_unpacked))
+        return _with_receipt(_collect(entry, lab, lang, *_unzip(lab, inner, max_unpacked)),
+                             inner)
     root = entry.path / _find_root(lab, entry.path, entry)
     chosen, renamed = _in_folder(lab, root)
     return _collect(entry, lab, lang, lambda rel, limit: workspace.read_plain_file(
         root, chosen.get(rel, rel), limit), renamed)
+
+
+def _with_receipt(collected: Collected, path: Path) -> Collected:
+    """`collected`, with the receipt at the root of the zip at `path` if there is one (a
+    zip already checked whole by `_unzip`; the member read with `handin`'s size bound)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            member = archive.getinfo(handin.RECEIPT_NAME)
+            if member.file_size > handin.MAX_RECEIPT_BYTES:
+                return collected
+            data = _read_member(archive, member, handin.MAX_RECEIPT_BYTES, path.name)
+    except (KeyError, zipfile.BadZipFile, OSError, SubmissionError):
+        return collected
+    return dataclasses.replace(collected, receipt=data)
 
 
 def error_digest(entry: Entry) -> str:

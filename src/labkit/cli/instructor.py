@@ -132,6 +132,11 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
         lines.append(f"left out {len(summary.not_students)} rows of the roster that are not "
                      "students (staff, the LMS's test student): "
                      + ", ".join(summary.not_students[:MAX_LISTED]))
+    if summary.receipts:
+        lines.append(f"{len(summary.receipts)} hand-ins' receipts (labkit submit) claim "
+                     "another grade than the official one:")
+        lines += [f"  {textsafe.shown(student)}: {why}"
+                  for student, why in summary.receipts[:MAX_LISTED]]
     if summary.missing:
         lines.append(f"{len(summary.missing)} students on the roster sent nothing: "
                      + ", ".join(summary.missing[:MAX_LISTED]))

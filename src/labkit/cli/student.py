@@ -209,6 +209,40 @@ def reset(lab_id: str, file: str, directory: Path | None, lang: str) -> None:
     click.echo(i18n.t("reset_done", lang, file=rel, lab=found.lab.id))
 
 
+@click.command()
+@click.argument("lab_id", metavar="[LAB]", required=False)
+@DIR_OPTION
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the hand-in zip (default: ./LAB-handin.zip).")
+@LANG_OPTION
+def submit(lab_id: str | None, directory: Path | None, out: Path | None, lang: str) -> None:
+    """Grade LAB once more and write the zip to hand in: your files as graded and a receipt
+    of that grade (no LAB: the one you are in)."""
+    from labkit.cli.progress import CheckLine
+    from labkit.student import handin, policy
+
+    found = _locate(lab_id, directory)
+    lab = found.lab
+    line = CheckLine(lab.id, lang)
+    try:
+        files = workspace.collect_submission(lab, found.path, lang).files
+        result = policy.grade(lab, found.path, lang, use_daemon=True, progress=line)
+    finally:
+        line.close()
+    with contextlib.suppress(OSError):
+        workspace.record_grade(found.path, result)
+    dest = out or Path.cwd() / f"{lab.id}-handin.zip"
+    try:
+        handin.write_handin(dest, files, result)
+    except OSError as exc:
+        die(i18n.t("submit_unwritable", lang, path=textsafe.shown(str(dest)),
+                   reason=exc.strerror or type(exc).__name__))
+    score = f"{round(result.score, 2):g}/{round(result.max_score, 2):g}"
+    click.echo(i18n.t("submit_written", lang, lab=lab.id, score=score,
+                      path=textsafe.shown(str(dest)), digest=result.digest[:19],
+                      version=result.labkit_version))
+
+
 @click.group("daemon")
 def daemon_group() -> None:
     """The warm grading processes `labkit grade` leaves behind (LABKIT_DAEMON=0: none)."""
@@ -251,4 +285,4 @@ def schema() -> None:
     click.echo(json.dumps(json.loads(SCHEMA_FILE.read_text()), indent=2))
 
 
-COMMANDS = (list_labs, fetch, grade, hint, reset, daemon_group, schema)
+COMMANDS = (list_labs, fetch, grade, hint, reset, submit, daemon_group, schema)
