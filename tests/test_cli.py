@@ -12,9 +12,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from batchkit import LAB02_FULL
+from batchkit import LAB02, LAB02_FULL
 from click.testing import CliRunner
-from kit import REPO, daemon_pids
+from kit import REPO, daemon_pids, grade_cached, stub_files
 
 from labkit.cli import main
 from labkit.course import catalogue as registry
@@ -219,3 +219,20 @@ def test_list_finds_workspaces_fetched_elsewhere_under_this_folder(run, tmp_path
     run("grade", "lab04", "--dir", "mine")
     max_score = registry.lab_checks(registry.get_lab("lab04")).max_score
     assert f"last grade 0/{max_score:g}" in run("list").output
+
+
+def test_points_show_at_most_two_decimals_in_both_languages():
+    """Issue 30: a score printed as `2.5714/3`."""
+    import dataclasses
+
+    from labkit.cli import render
+    from labkit.results import points
+
+    assert [points(v) for v in (2.5714285, 18.0, 0.5, 1 / 3)] == ["2.57", "18", "0.5", "0.33"]
+    result = grade_cached(LAB02, stub_files(LAB02))
+    checks = (dataclasses.replace(result.checks[0], points=2.5714285, max_points=3.0),
+              *result.checks[1:])
+    odd = dataclasses.replace(result, checks=checks, score=2.5714285)
+    for lang, words in (("en", "checks passed: "), ("es", "comprobaciones superadas: ")):
+        table = render.table(dataclasses.replace(odd, lang=lang))
+        assert "2.57/3" in table and "2.5714" not in table and words in table

@@ -169,3 +169,8 @@ def total(checks: tuple[CheckResult, ...]) -> tuple[float, float]:
         round(sum(c.points for c in checks), 4),
         round(sum(c.max_points for c in checks), 4),
     )
+
+
+def points(value: float) -> str:
+    """Points as a student reads them: at most two decimals (`2.57`, not `2.5714`)."""
+    return f"{round(value, 2):g}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from labkit import i18n, textsafe
 from labkit.course.catalogue import LabChecks, concerns
-from labkit.results import LabResult, Status
+from labkit.results import LabResult, Status, points
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -36,7 +36,7 @@ def table(result: LabResult) -> str:
         if len(message) > MAX_MESSAGE:
             message = message[: MAX_MESSAGE - 1] + "…"
         status = i18n.t(f"status_{c.status.value}", lang)
-        rows.append([c.id, status, f"{c.points:g}/{c.max_points:g}", message])
+        rows.append([c.id, status, f"{points(c.points)}/{points(c.max_points)}", message])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     lines = [f"{result.lab}"]
     if result.message:  # what concerns the whole grading (a file that does not import)
@@ -47,7 +47,8 @@ def table(result: LabResult) -> str:
     lines.append("")
     lines.append(
         i18n.t(
-            "total", lang, score=result.score, max_score=result.max_score, passed=passed,
+            "total", lang, score=points(result.score), max_score=points(result.max_score),
+            passed=passed,
             count=len(result.checks), duration=result.duration_s,
         )
     )
@@ -73,7 +74,7 @@ def terminal_table(result: LabResult, width: int = 80) -> RenderableType:
                                          "header_message")]
     rows: list[list[Text]] = [  # Text, never markup: a message may hold "[red]" itself
         [Text(c.id), Text(i18n.t(f"status_{c.status.value}", lang), style=_STYLES[c.status]),
-         Text(f"{c.points:g}/{c.max_points:g}"), Text(textsafe.shown(c.message))]
+         Text(f"{points(c.points)}/{points(c.max_points)}"), Text(textsafe.shown(c.message))]
         for c in result.checks]
     widths = [max(len(str(cell)) for cell in (header[i], *(r[i] for r in rows)))
               for i in range(3)]

@@ -14,7 +14,7 @@ from labkit import i18n, textsafe
 from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
-from labkit.results import LabResult, Status
+from labkit.results import LabResult, Status, points
 from labkit.student import locate, workspace
 
 
@@ -237,7 +237,7 @@ def submit(lab_id: str | None, directory: Path | None, out: Path | None, lang: s
     except OSError as exc:
         die(i18n.t("submit_unwritable", lang, path=textsafe.shown(str(dest)),
                    reason=exc.strerror or type(exc).__name__))
-    score = f"{round(result.score, 2):g}/{round(result.max_score, 2):g}"
+    score = f"{points(result.score)}/{points(result.max_score)}"
     click.echo(i18n.t("submit_written", lang, lab=lab.id, score=score,
                       path=textsafe.shown(str(dest)), digest=result.digest[:19],
                       version=result.labkit_version))

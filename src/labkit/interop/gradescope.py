@@ -15,7 +15,7 @@ from labkit import i18n
 from labkit.classroom.exports import open_gradebook, pick_lab
 from labkit.classroom.gradebook import locate
 from labkit.fsutil import write_atomic
-from labkit.results import LabResult, Status
+from labkit.results import LabResult, Status, points
 
 DEFAULT_NAME = "gradescope"
 
@@ -37,7 +37,8 @@ def document(result: LabResult) -> dict[str, Any]:
             "visibility": "visible",
         })
     passed = sum(c.status is Status.PASS for c in result.checks)
-    summary = i18n.t("total", lang, score=result.score, max_score=result.max_score,
+    summary = i18n.t("total", lang, score=points(result.score),
+                     max_score=points(result.max_score),
                      passed=passed, count=len(result.checks), duration=result.duration_s)
     return {
         "score": result.score,

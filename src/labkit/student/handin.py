@@ -19,7 +19,7 @@ from pathlib import Path
 from labkit import __version__, i18n
 from labkit.fileset import Files
 from labkit.fsutil import write_atomic
-from labkit.results import LabResult
+from labkit.results import LabResult, points
 
 RECEIPT_NAME = "labkit-receipt.json"
 MAX_RECEIPT_BYTES = 4096  # a receipt is a few hundred bytes; more is not one
@@ -94,6 +94,6 @@ def difference(receipt: Receipt, result: LabResult, lang: str) -> str | None:
         key = "receipt_other_kit"
     else:
         key = "receipt_same_files"
-    return i18n.t(key, lang, claimed=f"{round(receipt.score, 2):g}/{round(receipt.max_score, 2):g}",
-                  official=f"{round(result.score, 2):g}/{round(result.max_score, 2):g}",
+    return i18n.t(key, lang, claimed=f"{points(receipt.score)}/{points(receipt.max_score)}",
+                  official=f"{points(result.score)}/{points(result.max_score)}",
                   theirs=receipt.labkit_version, ours=result.labkit_version or __version__)
