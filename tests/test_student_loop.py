@@ -355,6 +355,19 @@ def test_reset_restores_one_stub_file_with_a_backup(run, tmp_path):
     assert str(backups[0]) in out and (ws / "broadcasting.py").read_bytes() == stub
     bad = run("reset", "lab02", "README.md", cwd=ws)
     assert bad.exit_code == 2 and "broadcasting.py" in bad.output
+    (ws / "broadcasting.py").write_text("# mine again\n")  # issue 30: the lab is where you are
+    alone = run("reset", "broadcasting.py", cwd=ws)
+    assert alone.exit_code == 0 and "Restored broadcasting.py of lab02" in alone.output
+    assert (ws / "broadcasting.py").read_bytes() == stub
+    many = run("reset", "lab02", "broadcasting.py", "extra.py", cwd=ws)
+    assert many.exit_code == 2 and many.output.count("\n") == 1
+
+
+def test_hint_for_a_lab_never_fetched_says_to_fetch_it(run, tmp_path):
+    for lang, words in (("en", "run 'labkit fetch lab03' first"),
+                        ("es", "ejecuta primero 'labkit fetch lab03'")):
+        done = run("hint", "lab03", "--lang", lang)
+        assert done.exit_code == 2 and words in done.output and "grade" not in done.output
 
 
 def test_fetch_and_reset_give_the_stub_of_the_students_language(run, tmp_path):

@@ -182,6 +182,8 @@ def hint(lab_id: str | None, check_id: str | None, directory: Path | None, lang:
         check_id = check_id.strip().removesuffix("()")
         if not any(registry.concerns(i, check_id) for i in ids):
             die(i18n.t("unknown_check", lang, lab=lab.id, check=check_id))
+    if not found.path.is_dir():  # never fetched: grading first would not help
+        die(i18n.t("no_workspace", lang, lab=lab.id, path=textsafe.shown(str(found.path))))
     last = workspace.last_grade(found.path)
     if last is None:
         die(i18n.t("no_grade_yet", lang, lab=lab.id))
@@ -191,12 +193,15 @@ def hint(lab_id: str | None, check_id: str | None, directory: Path | None, lang:
 
 
 @click.command()
-@click.argument("lab_id", metavar="LAB")
-@click.argument("file", metavar="FILE")
+@click.argument("words", metavar="[LAB] FILE", nargs=-1, required=True)
 @DIR_OPTION
 @LANG_OPTION
-def reset(lab_id: str, file: str, directory: Path | None, lang: str) -> None:
-    """Put FILE of LAB back as the stub was; your version, if changed, goes to a backup."""
+def reset(words: tuple[str, ...], directory: Path | None, lang: str) -> None:
+    """Put FILE of LAB back as the stub was; your version, if changed, goes to a backup
+    (no LAB: the one you are in)."""
+    if len(words) > 2:
+        die(i18n.t("reset_usage", lang))
+    lab_id, file = (None, words[0]) if len(words) == 1 else words
     found = _locate(lab_id, directory)
     rel = Path(file).as_posix()
     if rel not in found.lab.files:  # FILE as typed from inside a folder of the workspace
