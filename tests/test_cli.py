@@ -236,3 +236,23 @@ def test_points_show_at_most_two_decimals_in_both_languages():
     for lang, words in (("en", "checks passed: "), ("es", "comprobaciones superadas: ")):
         table = render.table(dataclasses.replace(odd, lang=lang))
         assert "2.57/3" in table and "2.5714" not in table and words in table
+
+
+def test_help_lists_the_students_commands_first_in_the_students_language():
+    """Issue 30: --help mixed the student's six commands with the instructor's, A to Z."""
+    from click.testing import CliRunner
+
+    from labkit.cli import main
+
+    for env, titles in (({"LANG": "en_US.UTF-8"}, ("Commands for students:",
+                                                    "Commands for instructors:",
+                                                    "Commands for course authors:")),
+                        ({"LANG": "es_ES.UTF-8"}, ("Órdenes para estudiantes:",
+                                                    "Órdenes para docentes:",
+                                                    "Órdenes para autores del curso:"))):
+        text = CliRunner().invoke(main, ["--help"], env={**env, "LC_ALL": ""}).output
+        at = [text.index(title) for title in titles]
+        assert at == sorted(at), text
+        students, instructors = text[at[0]:at[1]], text[at[1]:at[2]]
+        assert all(f"\n  {name} " in students for name in ("fetch", "grade", "hint", "submit"))
+        assert "\n  batch " in instructors and "batch" not in students

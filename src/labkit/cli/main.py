@@ -41,11 +41,23 @@ class OneLineErrors(click.Group):
             click.echo(f"\nlabkit: {i18n.t('cancelled', lang)}", err=True)
             sys.exit(130)
 
+    lang = "en"  # of this run's --help: set by `main`, before anything is printed
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands by audience, the student's first (`AUDIENCES`), not A to Z."""
+        limit = formatter.width - 6 - max(len(name) for name in self.commands)
+        for key, commands in AUDIENCES:
+            rows = [(c.name or "", c.get_short_help_str(limit)) for c in commands
+                    if not c.hidden]
+            if rows:
+                with formatter.section(i18n.t(key, self.lang)):
+                    formatter.write_dl(rows)
+
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         argv = list(sys.argv[1:] if args is None else args)
         chosen = _lang_in(argv)
-        lang = i18n.detect_lang(chosen if chosen in i18n.LANGUAGES else None)
+        lang = self.lang = i18n.detect_lang(chosen if chosen in i18n.LANGUAGES else None)
         helptext.use(self, lang)  # --help and click's usage errors too, before parsing
         sys.unraisablehook = _interrupts_raised_again(sys.unraisablehook)
         try:
@@ -99,6 +111,12 @@ def main() -> None:
     """Auto-graded NumPy systems labs: fetch a lab, edit it, grade it."""
 
 
-for command in (*student.COMMANDS, watch.watch, *instructor.COMMANDS, *dev.COMMANDS,
-                doctor.doctor):
-    main.add_command(command)
+# `labkit --help` lists the commands in these sections, in this order.
+AUDIENCES: tuple[tuple[str, tuple[click.Command, ...]], ...] = (
+    ("help_student", (*student.COMMANDS, watch.watch, doctor.doctor)),
+    ("help_instructor", instructor.COMMANDS),
+    ("help_author", dev.COMMANDS),
+)
+for _, commands in AUDIENCES:
+    for command in commands:
+        main.add_command(command)
