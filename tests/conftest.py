@@ -34,6 +34,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             dealt += 1
 
 
+@pytest.fixture(autouse=True)
+def remembered_workspaces(tmp_path_factory: pytest.TempPathFactory,
+                          monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What the kit remembers of a user's workspaces (`labkit list` from anywhere): each
+    test's own, never the tester's nor another test's."""
+    folder = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture()
 def short_dir() -> Iterator[Path]:
     """A fresh folder with a short path: a daemon's socket path must fit in 108 bytes,

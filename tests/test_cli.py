@@ -256,3 +256,4 @@ def test_help_lists_the_students_commands_first_in_the_students_language():
         students, instructors = text[at[0]:at[1]], text[at[1]:at[2]]
         assert all(f"\n  {name} " in students for name in ("fetch", "grade", "hint", "submit"))
         assert "\n  batch " in instructors and "batch" not in students
+

@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import string
 import struct
@@ -585,3 +586,26 @@ def test_a_symlinked_file_is_explained_in_spanish(run, tmp_path):
     result = run("grade", cwd=ws, env={"LANG": "es_ES.UTF-8"})
     assert result.exit_code == 2
     assert "broadcasting.py no es un archivo normal: enlace simbólico" in result.output
+
+
+def test_list_is_the_same_from_any_folder(run, tmp_path):
+    """Issue 30: inside lab06 the other labs showed as "not fetched" and progress fell
+    from 45 % to 14 %; "(.)" was cryptic. The kit remembers the workspaces it fetched
+    and graded, wherever they are."""
+    (tmp_path / "course" / "week2").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    run("fetch", "lab01", cwd=tmp_path / "course")
+    run("fetch", "lab02", cwd=tmp_path / "course" / "week2")
+    run("grade", "lab02", cwd=tmp_path / "course" / "week2")
+    seen = {}
+    for where in (tmp_path / "elsewhere", tmp_path / "course",
+                  tmp_path / "course" / "week2" / "lab02"):
+        out = run("list", "--lang", "en", cwd=where).output
+        seen[where] = [line.split("(")[0].rstrip() for line in out.splitlines()]
+        assert out.count("not fetched") == len(registry.catalogue()) - 2, out
+    assert len({tuple(lines) for lines in seen.values()}) == 1  # the same list everywhere
+    inside = run("list", "--lang", "es", cwd=tmp_path / "course" / "week2" / "lab02").output
+    assert "(esta carpeta)" in inside and "(.)" not in inside
+    shutil.rmtree(tmp_path / "course" / "lab01")  # a workspace removed is forgotten
+    assert run("list", cwd=tmp_path / "elsewhere").output.count("not fetched") == \
+        len(registry.catalogue()) - 1

@@ -15,7 +15,7 @@ from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
 from labkit.results import LabResult, Status, points
-from labkit.student import locate, workspace
+from labkit.student import known, locate, workspace
 
 
 def _locate(lab_id: str | None, directory: Path | None) -> locate.Located:
@@ -26,7 +26,7 @@ def _locate(lab_id: str | None, directory: Path | None) -> locate.Located:
 @click.command("list")
 @LANG_OPTION
 def list_labs(lang: str) -> None:
-    """Every lab, how far you are with the ones under this folder, and what to do next."""
+    """Every lab, how far you are (the same from any folder), and what to do next."""
     from labkit.student import overview
 
     cwd = Path.cwd()
@@ -41,8 +41,7 @@ def list_labs(lang: str) -> None:
             state = i18n.t("list_not_fetched", lang)
         where = ""
         if row.path is not None:
-            shown = os.path.relpath(row.path, cwd)
-            where = f"  ({textsafe.shown(shown)})"
+            where = f"  ({textsafe.shown(_where(row.path, cwd, lang))})"
         click.echo(f"{row.lab.id}  {row.lab.title_in(lang):<40} {state}{where}")
     score, max_score = sum(r.score for r in rows), sum(r.max_score for r in rows)
     share = score / max_score if max_score else 0.0
@@ -59,6 +58,18 @@ def list_labs(lang: str) -> None:
                       title=following.lab.title_in(lang), command=command))
 
 
+def _where(path: Path, cwd: Path, lang: str) -> str:
+    """A workspace's folder as `list` shows it: this folder, a path below it, or the
+    full path (with ~ for the home folder) when it is elsewhere."""
+    path, cwd = path.absolute(), cwd.absolute()
+    if path == cwd:
+        return i18n.t("list_this_folder", lang)
+    if path.is_relative_to(cwd):
+        return str(path.relative_to(cwd))
+    home = Path.home()
+    return f"~{os.sep}{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+
+
 @click.command()
 @click.argument("lab_id", metavar="LAB")
 @DIR_OPTION
@@ -72,6 +83,7 @@ def fetch(lab_id: str, directory: Path | None, lang: str, force: bool) -> None:
         raise workspace.WorkspaceError("fetch_inside", lab=lab.id, path=str(inside[1]))
     dest = directory or Path.cwd() / lab.id
     fetched = workspace.fetch(lab, dest, lang, force=force)
+    known.remember(lab.id, fetched.path)
     if fetched.backup:
         click.echo(i18n.t("backed_up", lang, backup=fetched.backup))
     dir_option = f" --dir {dest}" if directory else ""
@@ -124,6 +136,7 @@ def grade(lab_id: str | None, directory: Path | None, fmt: str | None, as_json: 
     if only is None:  # a grade of some checks is not the lab's grade: `list` would mislead
         try:
             workspace.record_grade(path, result)
+            known.remember(lab.id, path)
         except OSError:
             pass  # a read-only workspace can still be graded; only `hint` loses its memory
     elif fmt == "table":
@@ -236,6 +249,7 @@ def submit(lab_id: str | None, directory: Path | None, out: Path | None, lang: s
         line.close()
     with contextlib.suppress(OSError):
         workspace.record_grade(found.path, result)
+        known.remember(lab.id, found.path)
     dest = out or Path.cwd() / f"{lab.id}-handin.zip"
     try:
         handin.write_handin(dest, files, result)

@@ -13,13 +13,13 @@ from pathlib import Path
 from labkit.course import catalogue
 from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
-from labkit.student import locate, workspace
+from labkit.student import known, locate, workspace
 
 
 @dataclass(frozen=True)
 class LabProgress:
     lab: LabSpec
-    path: Path | None  # its workspace under the folder looked at, if fetched
+    path: Path | None  # its workspace, if fetched (see `overview`)
     last: LabResult | None  # its latest full grade there
     stale: bool  # the files changed since that grade
     max_score: float
@@ -34,11 +34,13 @@ class LabProgress:
 
 
 def overview(root: Path) -> list[LabProgress]:
-    """Every lab of the catalogue, with its workspace at, in or one folder below `root`."""
-    found = workspace.find_workspaces(root)
+    """Every lab of the catalogue, with its workspace: the one `root` is in, at or one
+    folder below `root`, else the one used last wherever it is (`known`), so the list
+    is the same from any folder."""
+    found = {**known.workspaces(), **workspace.find_workspaces(root)}
     inside = locate.enclosing(root)
     if inside is not None:
-        found.setdefault(inside[0], inside[1])
+        found[inside[0]] = inside[1]
     rows = []
     for lab in catalogue.catalogue():
         here = found.get(lab.id)
