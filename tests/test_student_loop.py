@@ -609,3 +609,20 @@ def test_list_is_the_same_from_any_folder(run, tmp_path):
     shutil.rmtree(tmp_path / "course" / "lab01")  # a workspace removed is forgotten
     assert run("list", cwd=tmp_path / "elsewhere").output.count("not fetched") == \
         len(registry.catalogue()) - 1
+
+
+def test_grade_says_when_the_labs_stub_changed_since_it_was_fetched(run, tmp_path):
+    """Issue 30: no notice when the installed kit's stub is newer than the workspace."""
+    run("fetch", "lab02")
+    ws = tmp_path / "lab02"
+    first = run("grade", "lab02", "--lang", "en")
+    assert "stub changed" not in first.output
+    state_file = ws / workspace.STATE_FILE
+    state = json.loads(state_file.read_text())
+    assert state["fetched"]["stubs"] == workspace.stubs_digest(LAB, "en")  # kept by grade
+    state["fetched"].update(stubs="sha256:an-older-stub", labkit="0.1")
+    state_file.write_text(json.dumps(state))
+    for lang, words in (("en", "note: lab02's stub changed since you fetched it (labkit 0.1"),
+                        ("es", "nota: el esqueleto de lab02 cambió desde que lo descargaste")):
+        assert words in run("grade", "lab02", "--lang", lang).output
+    assert "stub changed" not in run("grade", "lab02", "--json").output  # the document only

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from labkit import i18n, textsafe
+from labkit import __version__, i18n, textsafe
 from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION, die
 from labkit.course import catalogue as registry
@@ -141,6 +141,10 @@ def grade(lab_id: str | None, directory: Path | None, fmt: str | None, as_json: 
             pass  # a read-only workspace can still be graded; only `hint` loses its memory
     elif fmt == "table":
         click.echo(i18n.t("only_note", lang, name=only, lab=lab.id), err=True)
+    fetched_with = workspace.stub_news(lab, path)
+    if fetched_with is not None and fmt == "table":
+        click.echo(i18n.t("stub_changed", lang, lab=lab.id, then=textsafe.shown(fetched_with),
+                          now=__version__), err=True)
     if fmt == "gradescope":
         from labkit.interop import gradescope
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import i18n
+from labkit import __version__, fileset, i18n
 from labkit.course.catalogue import LabSpec
 from labkit.errors import LabkitError
 from labkit.fsutil import write_atomic
@@ -56,7 +56,9 @@ def fetch(lab: LabSpec, dest: Path, lang: str, force: bool = False) -> Fetched:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(lab.stub(rel, lang), target)
         shutil.copyfile(lab.readme(lang), staging / "README.md")
-        write_state(staging, {"lab": lab.id, "last": None})
+        write_state(staging, {"lab": lab.id, "last": None,
+                              "fetched": {"labkit": __version__, "lang": lang,
+                                          "stubs": stubs_digest(lab, lang)}})
         backup = None
         if dest.exists():
             if any(dest.iterdir()) or not dest.is_dir():
@@ -262,8 +264,31 @@ def write_state(path: Path, state: dict[str, Any]) -> None:
 
 
 def record_grade(path: Path, result: LabResult) -> None:
-    """Remember the last grade (for `hint` and `list`), replacing the file atomically."""
-    write_state(path, {"lab": result.lab, "last": result.to_dict()})
+    """Remember the last grade (for `hint` and `list`), replacing the file atomically;
+    what `fetch` noted is kept."""
+    fetched = (read_state(path) or {}).get("fetched")
+    write_state(path, {"lab": result.lab, "last": result.to_dict(),
+                       **({"fetched": fetched} if isinstance(fetched, dict) else {})})
+
+
+def stubs_digest(lab: LabSpec, lang: str) -> str:
+    """A digest of the stubs `fetch` copies for `lab` in `lang`: it changes when a newer
+    kit ships other stubs."""
+    return fileset.digest({rel: lab.stub(rel, lang).read_bytes() for rel in lab.files})
+
+
+def stub_news(lab: LabSpec, path: Path) -> str | None:
+    """The labkit version the workspace was fetched with, if the stubs it was fetched
+    from have changed since (a newer kit); None when they have not, or it is unknown."""
+    fetched = (read_state(path) or {}).get("fetched")
+    if not isinstance(fetched, dict) or not isinstance(fetched.get("stubs"), str):
+        return None
+    lang = fetched.get("lang") if fetched.get("lang") in i18n.LANGUAGES else i18n.LANGUAGES[0]
+    try:
+        now = stubs_digest(lab, str(lang))
+    except OSError:
+        return None
+    return str(fetched.get("labkit", "?"))[:40] if now != fetched["stubs"] else None
 
 
 def last_grade(path: Path) -> LabResult | None:
