@@ -27,7 +27,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from labkit.grading import PROPERTY, as_array, as_int, check, fail, refusals, refuse
+from labkit.grading import (
+    PROPERTY,
+    as_array,
+    as_int,
+    check,
+    fail,
+    mentions,
+    refusals,
+    refuse,
+)
 
 # What the README forbids in arrays_equal.
 EQUALITY_HELPERS = ("array_equal", "array_equiv", "allclose")
@@ -334,6 +343,8 @@ def test_stack_data_values(student, submission):
     _believable(submission)
     for datas in _stack_cases():
         assert _is_stack(_stacked(student, datas), datas)
+    if not mentions(submission, "stack"):  # the README: built with np.stack
+        fail("not_np_stack")
 
 
 @check("stack_data.no_shared_memory")
