@@ -48,6 +48,15 @@ def report(result: LabResult) -> list[tuple[str, float, str]]:
     return [(c.id, c.points, c.message) for c in result.checks if c.points]
 
 
+def assert_honest_part_only(entry: dict, result: LabResult) -> None:
+    """At most `max_score`, and, for an entry that names its `honest` checks (id
+    prefixes), points from those checks alone."""
+    dishonest = [c.id for c in result.checks if c.points and "honest" in entry
+                 and not any(c.id.startswith(h) for h in entry["honest"])]
+    assert dishonest == [] and result.score <= entry["max_score"], (entry["name"],
+                                                                    report(result))
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("lab_id", "entry"), FORGERIES,
                          ids=[f"{lab}-{entry['name']}" for lab, entry in FORGERIES])
@@ -56,7 +65,7 @@ def test_a_forgery_graded_cold_earns_no_more_than_its_honest_part(lab_id, entry,
     monkeypatch.setenv("LABKIT_ISOLATION", mode)
     result = grade_files(get_lab(lab_id), forged_files(lab_id, entry))
     assert result.isolation == mode
-    assert result.score <= entry["max_score"], report(result)
+    assert_honest_part_only(entry, result)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -77,6 +86,6 @@ def test_forgeries_graded_warm_earn_no_more_than_their_honest_part(lab_id, mode,
     with Gradebook(summary.gradebook) as book:
         results = {row.student: LabResult.from_dict(row.result) for row in book.current(lab_id)}
     for entry in entries:
-        result = results[entry["name"]]
-        assert result.score <= entry["max_score"], (entry["name"], report(result))
+        assert results[entry["name"]].isolation == mode
+        assert_honest_part_only(entry, results[entry["name"]])
     assert results["zz-solution"].score == results["zz-solution"].max_score

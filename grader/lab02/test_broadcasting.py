@@ -112,11 +112,30 @@ def test_safe_mse_aligned_pairs(student):
     assert as_float(student.safe_mse([1.0, 2.0], [[1.0], [4.0]])) == pytest.approx(2.0)
 
 
+def _answers_aligned_pairs(student) -> None:
+    """A refusal counts only from a function that accepts good input: one that raises
+    ValueError on everything (whatever its message says) refuses nothing. What it
+    answers is judged by the other checks."""
+    for a, b in [(np.arange(4.0), np.arange(4.0)[:, None] + 2), (np.ones((3, 1)), np.zeros(3))]:
+        if _raises_value_error(lambda a=a, b=b: student.safe_mse(a, b)):
+            fail("valid_pair_refused", a=str(a.shape), b=str(b.shape))
+
+
+def _raises_value_error(call) -> bool:
+    """Whether `call()` raises ValueError (what it returns is judged by other checks)."""
+    try:
+        call()
+    except ValueError:
+        return True
+    return False
+
+
 @check("safe_mse.rejects_mismatched_lengths")
 def test_safe_mse_rejects_mismatched_lengths(student):
     cases = [(np.ones(4), np.ones(5)), (np.ones((3, 1)), np.ones(2)), (np.ones(2), np.ones((7, 1)))]
     for a, b in cases:
         _expect_value_error(lambda a=a, b=b: student.safe_mse(a, b), a.shape, b.shape)
+    _answers_aligned_pairs(student)
 
 
 @check("safe_mse.rejects_bad_shapes")
@@ -130,6 +149,7 @@ def test_safe_mse_rejects_bad_shapes(student):
     ]
     for a, b in cases:
         _expect_value_error(lambda a=a, b=b: student.safe_mse(a, b), a.shape, b.shape)
+    _answers_aligned_pairs(student)
 
 
 def _broadcast(student, *shapes):
@@ -424,3 +444,8 @@ def test_sliding_windows_rejects_bad_input(student):
     for x, window in cases:
         with pytest.raises(ValueError):
             student.sliding_windows(x, window)
+    # A refusal counts only from a function that accepts good input: one that raises
+    # ValueError on everything (whatever its exception's text) refuses nothing.
+    for x, window in [(np.arange(5.0), 1), (np.arange(5.0), 5), (np.arange(4), 4)]:
+        if _raises_value_error(lambda x=x, window=window: student.sliding_windows(x, window)):
+            fail("valid_window_refused", window=window, n=len(x))

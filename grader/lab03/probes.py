@@ -57,10 +57,12 @@ def vectorized_windows(student, base, size: int, count: int) -> list:
 # --- hotspot ----------------------------------------------------------------------------
 
 
-def profile_program(student, source: str, entry: str, runs: int, n: int, items: int) -> list:
+def profile_program(student, source: str, entry: str, ask_name: str, ask, runs: int,
+                    n: int, items: int) -> list:
     """hotspot's answer, `runs` times, on the program the grader wrote (`source`), whose
-    function `entry` is profiled. Which function is hot, the grader alone knows."""
-    namespace: dict = {"__builtins__": builtins}
+    function `entry` is profiled. The entry asks the grader's callable `ask` for its
+    plan while it runs: which function is hot, the grader alone knows."""
+    namespace: dict = {"__builtins__": builtins, ask_name: ask}
     exec(compile(source, "<lab03 program>", "exec"), namespace)  # noqa: S102 - the grader's text
     rng = random.Random(2024)
     data = [rng.random() for _ in range(items)]

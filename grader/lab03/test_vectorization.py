@@ -6,10 +6,11 @@ every call and timer read happens, and is counted, here. speedup_table times the
 grader's callables in place of the two sums, which then receive every timed array
 here: their number shows `repeats` was passed on, their values that they came from
 `default_rng(seed)`; its claimed gap is held against this process's own timing of the
-two sums. hotspot profiles a program written here with fresh random names and a hot
-function chosen at random, so its name cannot be derived from anything the call
-receives. peak_bytes and line_hits run programs written here whose array sizes, loop
-counts and branches this process's callbacks answer during the call, so the answer is
+two sums. hotspot profiles a program written here with fresh random names, whose
+helpers share one body and whose loop counts and calls this process's callback answers
+while it runs, so which helper is hot cannot be read off anything the call receives.
+peak_bytes and line_hits run programs written here whose array sizes, loop counts and
+branches this process's callbacks answer during the call, so the answer is
 known here alone (and the trace function put back is seen by a callback it makes).
 plot_speedup's PNG is decoded here, its header bounded first. Whether the two sums loop
 in Python rests on their source, parsed here, and on the worker's CPU time, read here
@@ -464,55 +465,79 @@ def test_speedup_table_measured_gap(student):
 
 
 # --- hotspot ----------------------------------------------------------------------------
-# A program with a known profile, in units of `n` loop steps: the entry does 16 units
-# and sorts its data (the built-in `sorted` takes longer than any of them), the hot
-# function 5, two others 1 each; one of those two calls the hot function, so that its
-# cumulative time (6) beats the hot function's (5). Every name is fresh and random, and
-# so is which helper calls the hot one.
+# A program with a known profile, in units of `n` loop steps: the entry does 14 to 18
+# units and sorts its data (the built-in `sorted` takes longer than any of them), the
+# hot helper 4 to 6, two others 1 each; a light one calls the hot one, so that its
+# cumulative time beats the hot one's own. Nothing in the program says which helper is
+# hot or who calls whom: the three helpers are one body with fresh names and drawn loop
+# operations and constants, reached through a table, and the entry asks this process's
+# callback for the plan (every loop count and call) while it runs. So neither the
+# program's text, its constants nor its names hold the answer, which exists here alone.
 
-_BODIES = {
-    "entry": """def {entry}(n, data):
-    total = 0
-    for i in range(16 * n):
-        total += i % 3
-    ordered = sorted(data)
-    return total + {first}(n) + {second}(n) + len(ordered)
-""",
-    "light": """def {name}(n):
-    total = 0
-    for i in range(n):
-        total ^= i
-    return total{calls}
-""",
-    "hot": """def {name}(n):
-    total = 0
-    for i in range(5 * n):
-        total += i % 7
-    return total
-""",
-}
+_ENTRY = """def {entry}(n, data):
+    {plan} = {ask}()
+    {total} = 0
+    for i in range({plan}[0] * n):
+        {total} += i % 3
+    {ordered} = sorted(data)
+    for {index}, {count}, {then} in {plan}[1]:
+        {total} += {table}[{index}](n, {count}, {then})
+    return {total} + len({ordered})
+"""
+_HELPER = """def {name}(n, {count}, {then}):
+    {total} = {start}
+    for i in range({count} * n):
+        {total} {op}
+    for {index}, {inner}, {after} in {then}:
+        {total} += {table}[{index}](n, {inner}, {after})
+    return {total}
+"""
+# One operation per loop step, each about as costly as the others (a modulo, a mask or
+# a shift, then an in-place add or xor), constants drawn per grading.
+_OPS = ("+= i % {k}", "^= i + {k}", "+= i & {k}", "-= i % {k}", "^= i >> {s}", "+= i | {k}")
 
 
-def _program() -> tuple[str, str, str]:
-    """A fresh program: its source, the entry's name and the hot function's name."""
-    entry, hot, first, second = (f"f{secrets.token_hex(6)}" for _ in range(4))
-    caller = secrets.choice([first, second])
-    parts = [
-        _BODIES["entry"].format(entry=entry, first=first, second=second),
-        _BODIES["hot"].format(name=hot),
-        *(_BODIES["light"].format(name=name, calls=f" + {hot}(n)" if caller == name else "")
-          for name in (first, second)),
-    ]
-    random.Random(secrets.randbits(64)).shuffle(parts)
-    return "\n\n".join(parts), entry, hot
+def _program() -> tuple[str, str, str, str, list]:
+    """A fresh program: its source, the entry's name, the plan callback's name, the hot
+    helper's name and the plan the callback answers."""
+    draw = random.Random(secrets.randbits(64))
+    names = _names("entry", "ask", "table", "plan", "total", "ordered", "index", "count",
+                   "then", "inner", "after", "helper0", "helper1", "helper2")
+    helpers = [names["helper0"], names["helper1"], names["helper2"]]
+    parts = [_ENTRY.format(**names)]
+    for name in helpers:
+        op = draw.choice(_OPS).format(k=draw.randrange(3, 100), s=draw.randrange(1, 5))
+        parts.append(_HELPER.format(**{**names, "name": name, "op": op,
+                                       "start": draw.randrange(0, 50)}))
+    draw.shuffle(parts)
+    parts.append(f"{names['table']} = ({', '.join(helpers)})\n")
+    hot, caller, other = draw.sample(range(3), 3)
+    hot_call = [hot, draw.randrange(4, 7), []]
+    # the other light helper: called by the entry, by the caller or by the hot one
+    other_call = [other, 1, []]
+    where = draw.randrange(3)
+    caller_then = [hot_call] + ([other_call] if where == 1 else [])
+    if where == 2:
+        hot_call[2].append(other_call)
+    calls = [[caller, 1, caller_then]] + ([other_call] if where == 0 else [])
+    draw.shuffle(calls)
+    plan = [draw.randrange(14, 19), calls]
+    return "\n\n".join(parts), names["entry"], names["ask"], helpers[hot], plan
+
+
+RUNS = 3
 
 
 @check("hotspot.largest_own_time")
+@pytest.mark.usefixtures("profilers_only")
 def test_hotspot_largest_own_time(student):
     # Three runs, judged by majority: a scheduler hiccup in one run must not cost points.
-    source, entry, hot = _program()
-    answers = student.probe("profile_program", source, entry, 3, 40_000, 160_000,
+    source, entry, ask, hot, plan = _program()
+    answers = student.probe("profile_program", source, entry, ask,
+                            callback(lambda: plan, "plan"), RUNS, 40_000, 160_000,
                             where="hotspot")
+    if student.last_call.callbacks != ("plan",) * RUNS:
+        fail("fn_not_called_once")
     assert isinstance(answers, list) and all(isinstance(a, str) for a in answers)
     if sum(a == entry for a in answers) >= 2:
         fail("hotspot_is_fn")
@@ -523,10 +548,10 @@ def test_hotspot_largest_own_time(student):
 # Both run a program written here with fresh names, whose sizes, loop counts and branches
 # are answered by this process's callbacks during the call: nothing the call receives
 # holds the answer, which is computed here from what the callbacks answered. Reading
-# the program's globals or frames would reveal those answers, so these checks pay only
-# for source free of reach-ins, less what the two profilers need: `tracemalloc`,
-# `sys.settrace`/`gettrace`, `fn.__code__` and `frame.f_code` (and `pathlib`, which
-# plot_speedup's contract needs).
+# the program's globals or frames would reveal those answers, so these checks (and
+# hotspot's) pay only for source free of reach-ins, less what the profilers need:
+# `tracemalloc`, `sys.settrace`/`gettrace`, `fn.__code__` and `frame.f_code` (and
+# `pathlib`, which plot_speedup's contract needs).
 
 _PROFILER_NEEDS = {"__code__", "f_code", "settrace", "gettrace"}
 _PROFILER_IMPORTS = {"import tracemalloc", "import pathlib"}

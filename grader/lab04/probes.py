@@ -77,13 +77,16 @@ def _draws(rng, n):
 
 def make_rng_draws(seeding, seed, n=6):
     """`make_rng(seed)`'s draws with the global generators seeded before it is made and
-    again between its draws (they must change nothing), for the grader to compare."""
+    again between its draws (they must change nothing), then the first draws of a second
+    `make_rng(seed)` made after them (a new generator starts afresh), for the grader to
+    compare."""
     _NP_SEED(1234), _SEED(1234)
     rng = seeding.make_rng(seed)
     _NP_SEED(99), _SEED(99), _NP_RANDOM(3), _RANDOM()
     first = _draws(rng, n)
     _NP_SEED(seed % 2**32), _SEED(seed)
-    return [first, _draws(rng, n)]
+    second = _draws(rng, n)
+    return [first, second, _draws(seeding.make_rng(seed), n)]
 
 
 def worker_rngs_draws(seeding, seed, n, draws=4):

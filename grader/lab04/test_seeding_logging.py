@@ -171,10 +171,12 @@ def test_make_rng_draws(student):
     for seed in _GOOD_SEEDS:
         got = student.probe("make_rng_draws", seed, where="make_rng")
         expected = np.random.default_rng(seed).random(12)
-        if not isinstance(got, list) or len(got) != 2 or got[0] is None:
+        if not isinstance(got, list) or len(got) != 3 or got[0] is None:
             fail("not_a_generator")
         if not (_same_draws(got[0], expected[:6]) and _same_draws(got[1], expected[6:])):
             fail("make_rng_draws_differ", seed=seed)
+        if not _same_draws(got[2], expected[:6]):  # a cached generator goes on drawing
+            fail("make_rng_not_fresh", seed=seed)
 
 
 def _raises(kind: type[Exception] | tuple[type[Exception], ...], call) -> bool:

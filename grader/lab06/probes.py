@@ -11,7 +11,13 @@ static analysis finds free of reach-ins.
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
+
+# Bound before the student's module is imported: rebinding them there changes nothing here.
+_TRACE_START, _TRACE_STOP, _TRACING = tracemalloc.start, tracemalloc.stop, tracemalloc.is_tracing
+_ONES = np.ones
 
 
 class Tensor:
@@ -74,3 +80,45 @@ def stack_keep(student, datas):
 def stack_kept(student):
     """The result of the last `stack_keep`, as it is now."""
     return _held[0]
+
+
+# --- deepcopy_bytes: objects whose copy is not the sum of their arrays' bytes -----------
+
+
+def build_copied(kind: str, arrays: list, count: int) -> object:
+    """The object `deepcopy_bytes` measures, made from `arrays` (which travelled as
+    plain arrays) the same way in the worker and, for the truth, in the grader.
+
+    "shared": arrays held twice and views of larger bases (a deep copy copies each
+    array once, and a view's own bytes, not its base's); "nested": `count` small lists
+    around an array (their copies and deepcopy's own memo outweigh the bytes they hold).
+    """
+    a, b, big = arrays
+    if kind == "shared":
+        window = big[count:count + len(a)]
+        return [a, b, a, {"w": a, "v": b[::2], "window": window}, (a, b[1:]), [window]]
+    if kind == "nested":
+        return {"rows": [[k, -k] for k in range(count)], "w": a, "again": [a, (a,)]}
+    raise LookupError(kind)
+
+
+def deepcopy_of(student, kind, arrays, count, held=0, old_peak=0):
+    """`deepcopy_bytes` of `build_copied(kind, arrays, count)`. With `held` > 0,
+    tracemalloc is already tracing `held` float64 elements, kept alive through the call,
+    and an earlier peak of `old_peak` elements when it is called."""
+    obj = build_copied(kind, arrays, count)
+    if not held:
+        return student.deepcopy_bytes(obj)
+    started = not _TRACING()
+    if started:
+        _TRACE_START()
+    try:
+        kept = _ONES(held)  # traced before the call, alive during it
+        _ONES(old_peak)  # freed at once: an earlier peak, higher than the call's
+        result = student.deepcopy_bytes(obj)
+        del kept
+        return result
+    finally:
+        if started:
+            _TRACE_STOP()
+

@@ -2,10 +2,11 @@
 student code.
 
 Points rest on what this process holds itself: values returned as plain data and judged
-here against NumPy or the contract's figures (drawn sizes for `deepcopy_bytes`, so no
-constant can hit them); arrays placed in memory this process maps too
-(`student.shared`), into which it writes after the call to see whether a result lives
-there; and the submission's source, which may not reach NumPy's own equality helpers
+here against NumPy or the contract's figures (for `deepcopy_bytes`, objects of drawn
+sizes whose copy is not the sum of their arrays' bytes, against this process's own
+trace of deep-copying the same object built the same way); arrays placed in memory this
+process maps too (`student.shared`), into which it writes after the call to see whether
+a result lives there; and the submission's source, which may not reach NumPy's own equality helpers
 from `arrays_equal` under any spelling. Identity (the very arrays given, the same dict
 pruned) and tensors, which cannot travel, exist only inside the worker: the probes in
 probes.py report them, and those reports count only for a submission the static
@@ -14,7 +15,11 @@ analysis finds free of reach-ins (`_believable`).
 
 from __future__ import annotations
 
+import copy
+import importlib.util
+import tracemalloc
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +27,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from labkit.grading import PROPERTY, as_array, as_int, check, fail, refusals, refuse
+from labkit.grading import (
+    PROPERTY,
+    as_array,
+    as_int,
+    check,
+    fail,
+    mentions,
+    refusals,
+    refuse,
+)
 
 # What the README forbids in arrays_equal.
 EQUALITY_HELPERS = ("array_equal", "array_equiv", "allclose")
@@ -329,6 +343,8 @@ def test_stack_data_values(student, submission):
     _believable(submission)
     for datas in _stack_cases():
         assert _is_stack(_stacked(student, datas), datas)
+    if not mentions(submission, "stack"):  # the README: built with np.stack
+        fail("not_np_stack")
 
 
 @check("stack_data.no_shared_memory")
@@ -356,35 +372,84 @@ def test_stack_data_rejects_bad_input(student, submission):
 
 
 # --- deepcopy_bytes ----------------------------------------------------------------------
+# The objects copied are built by probes.py's `build_copied`, in the worker and here from
+# the same arrays, and are such that no sum of their arrays' bytes gives the answer:
+# arrays held twice and views of larger bases (copied once, and only the view's bytes),
+# thousands of small lists (their copies and deepcopy's own memo dict outweigh what they
+# hold). The truth is this process's own trace of `copy.deepcopy` of the object built
+# here; sizes and counts are drawn afresh each grading (the operating system's entropy).
 
 
-def _big_list(low: int, high: int) -> tuple[list[np.ndarray], int]:
-    """Three float64 arrays of `low` to `high` elements each, sizes drawn afresh each
-    grading (the operating system's entropy), and their bytes together."""
+def _load_builder():
+    """probes.py's `build_copied`, loaded here under its own name: one definition of
+    the object copied, on both sides."""
+    spec = importlib.util.spec_from_file_location(
+        "lab06_copy_builder", Path(__file__).with_name("probes.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_copied
+
+
+build_copied = _load_builder()
+
+
+def _copy_cost(obj: object) -> int:
+    """What `copy.deepcopy(obj)` allocates at its peak, traced in this process."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        copy.deepcopy(obj)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def _copy_case(kind: str) -> tuple[list[np.ndarray], int, int]:
+    """Arrays and a count drawn afresh, and what deep-copying the object they build
+    allocates: the smallest of three traces here (a first copy may fill free lists)."""
     rng = np.random.default_rng()
-    arrays = [np.ones(int(n)) for n in rng.integers(low, high, size=3)]
-    return arrays, sum(arr.nbytes for arr in arrays)
+    sizes = (rng.integers(20_000, 40_000), rng.integers(40_000, 80_000),
+             rng.integers(150_000, 250_000))
+    arrays = [np.full(int(n), float(rng.integers(1, 9))) for n in sizes]
+    count = int(rng.integers(8_000, 16_000) if kind == "nested" else rng.integers(0, 100_000))
+    expected = min(_copy_cost(build_copied(kind, arrays, count)) for _ in range(3))
+    return arrays, count, expected
 
 
-# Arrays of 0.1 to 0.2 MB, then of 0.5 to 0.75 MB: large enough that the list and the
-# tracing around them stay far below 10%, small enough to travel fast, and drawn so far
-# apart that no constant is within 10% of both totals.
-_SIZES = ((12_500, 25_000), (62_500, 93_750))
+def _copied(student, kind: str, held: int = 0, old_peak: int = 0) -> tuple[int, int]:
+    arrays, count, expected = _copy_case(kind)
+    got = as_int(student.probe("deepcopy_of", kind, arrays, count, held, old_peak,
+                               where="deepcopy_bytes"))
+    return got, expected
+
+
+def _near(got: int, expected: int) -> bool:
+    return abs(got - expected) <= 0.1 * expected
 
 
 # Fresh workers: deepcopy_bytes switches tracemalloc on, interpreter-wide state that a
 # buggy submission leaves on (its old peak, its slowdown).
 @check("deepcopy_bytes.big_arrays", fresh=True)
 def test_deepcopy_bytes_big_arrays(student):
-    for low, high in _SIZES:
-        arrays, nbytes = _big_list(low, high)
-        got = as_int(student.deepcopy_bytes(arrays))
-        assert abs(got - nbytes) <= 0.1 * nbytes
+    for kind in ("shared", "nested"):
+        got, expected = _copied(student, kind)
+        if not _near(got, expected):
+            fail(f"deepcopy_wrong_{kind}", got=f"{got:,}")
 
 
 @check("deepcopy_bytes.small_ints", fresh=True)
 def test_deepcopy_bytes_small_ints(student):
     rng = np.random.default_rng()
-    student.deepcopy_bytes(_big_list(*_SIZES[0])[0])  # a big copy first: it must not count later
+    student.probe("deepcopy_of", "shared", _copy_case("shared")[0], 0,
+                  where="deepcopy_bytes")  # a big copy first: it must not count later
     got = as_int(student.deepcopy_bytes([int(n) for n in rng.integers(0, 200, size=3)]))
     assert 0 <= got < 10_000
+    # already tracing: 4 MB held through the call, an earlier peak of 40 MB
+    got, expected = _copied(student, "shared", held=500_000, old_peak=5_000_000)
+    if not _near(got, expected):
+        fail("deepcopy_not_of_the_call", got=f"{got:,}")
