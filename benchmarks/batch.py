@@ -49,15 +49,16 @@ def sandbox_check_cost(rounds: int = 60) -> tuple[float, float]:
     through the public sandbox API, and the trusted side's CPU ms of it."""
     sys.path.insert(0, str(REPO / "src"))
     from labkit.engine.proxy import Session, Student
-    from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote
+    from labkit.sandbox.backend import SandboxConfig
+    from labkit.sandbox.facade import Sandbox, open_backend
 
     config = SandboxConfig(files={"broadcasting.py": SOLUTION.encode()},
                            modules=("broadcasting",),
                            probes=REPO / "grader" / "lab02" / "probes.py")
-    zygote = Zygote()
-    zygote.start()
+    backend = open_backend()
+    backend.start()
     try:
-        with Sandbox(config, zygote=zygote) as sandbox:
+        with Sandbox(config, backend) as sandbox:
             def one() -> None:
                 session = Session(sandbox, 5.0, {})
                 Student(session).c_strides((2, 3), 8)
@@ -69,7 +70,7 @@ def sandbox_check_cost(rounds: int = 60) -> tuple[float, float]:
                 one()
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
-        zygote.close()
+        backend.close()
     return 1000 * wall / rounds, 1000 * cpu / rounds
 
 
@@ -81,7 +82,8 @@ def reset_cost(rounds: int = 10, blocks: int = 6) -> float:
     alternate, and the median of their differences is taken: the host is noisy."""
     sys.path.insert(0, str(REPO / "src"))
     from labkit.engine.proxy import Session, Student
-    from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote
+    from labkit.sandbox.backend import SandboxConfig
+    from labkit.sandbox.facade import Sandbox, open_backend
 
     config = SandboxConfig(files={"broadcasting.py": SOLUTION.encode()},
                            modules=("broadcasting",),
@@ -93,11 +95,11 @@ def reset_cost(rounds: int = 10, blocks: int = 6) -> float:
         session.close()
 
     differences = []
-    zygote = Zygote()
-    zygote.start()
+    backend = open_backend()
+    backend.start()
     try:
         for _ in range(blocks):
-            with Sandbox(config, zygote=zygote) as sandbox:
+            with Sandbox(config, backend) as sandbox:
                 one(sandbox)
                 kept = time.perf_counter()
                 for _ in range(rounds):
@@ -105,11 +107,11 @@ def reset_cost(rounds: int = 10, blocks: int = 6) -> float:
                 kept = time.perf_counter() - kept
             reset = time.perf_counter()
             for _ in range(rounds):
-                with Sandbox(config, zygote=zygote) as sandbox:
+                with Sandbox(config, backend) as sandbox:
                     one(sandbox)
             differences.append((time.perf_counter() - reset - kept) / rounds)
     finally:
-        zygote.close()
+        backend.close()
     return 1000 * max(0.0, statistics.median(differences))
 
 

@@ -15,7 +15,8 @@ from labkit import fileset, settings
 from labkit.course.catalogue import LabSpec, catalogue, get_lab
 from labkit.fileset import digest
 from labkit.results import LabResult
-from labkit.sandbox import isolation, protocol
+from labkit.sandbox import protocol
+from labkit.sandbox.backend import ONE_MATH_THREAD
 from labkit.student import daemon
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ class WarmGrader:
         self.lab = lab
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        env = {**os.environ, **isolation.ONE_MATH_THREAD}
+        env = {**os.environ, **ONE_MATH_THREAD}
         env.pop("PYTEST_ADDOPTS", None)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "labkit.classroom.gradeserver", str(req_r), str(rep_w)],

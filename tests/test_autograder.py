@@ -26,7 +26,7 @@ import pytest
 from kit import TESTS, solution_files, variants
 
 from labkit.course.catalogue import get_lab, lab_checks
-from labkit.sandbox import isolation
+from labkit.sandbox.linux import isolation
 
 LAB02 = get_lab("lab02")
 SCHEMA = jsonschema.Draft202012Validator(

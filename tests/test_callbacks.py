@@ -16,13 +16,10 @@ import pytest
 
 from labkit.engine.proxy import MAX_CALLBACKS, Session, Student
 from labkit.grading import callback
-from labkit.sandbox.host import (
-    MAX_STRETCH,
-    Sandbox,
-    SandboxConfig,
-    WorkerCrashed,
-    WorkerTimeout,
-)
+from labkit.sandbox.backend import SandboxConfig
+from labkit.sandbox.errors import WorkerCrashed, WorkerTimeout
+from labkit.sandbox.facade import Sandbox
+from labkit.sandbox.linux.handle import MAX_STRETCH
 
 SOURCE = textwrap.dedent("""
     import threading, time

@@ -112,10 +112,11 @@ def test_loopback_addresses_are_taken_as_dask_spells_them():
 def test_a_worker_without_bubblewrap_refuses_to_grade(monkeypatch):
     pytest.importorskip("distributed")
     from labkit.classroom import clusterworker
-    from labkit.sandbox import isolation
+    from labkit.sandbox.errors import IsolationError
+    from labkit.sandbox.linux import isolation
 
     def no_bwrap(mode: str | None = None) -> isolation.Isolation:
-        raise isolation.IsolationError("bwrap not found on PATH")
+        raise IsolationError("bwrap not found on PATH")
 
     monkeypatch.setattr(isolation, "choose", no_bwrap)
     plugin = clusterworker.GradingPlugin("lab02", TIMEOUT)

@@ -219,23 +219,23 @@ def starved(monkeypatch):
     """A machine that never lets the workers run: as `/proc` would show it, every second
     of every call is spent waiting on the run queue. `starved.machine[0] = False` gives
     the real readings back; `starved.faults` counts the `WorkerStarved` raised."""
-    from labkit.sandbox import host
+    from labkit.sandbox.linux import handle, procfs
 
-    real, real_waited = host.run_queue_wait, host.run_queue_waited
+    real, real_waited = procfs.run_queue_wait, procfs.run_queue_waited
     machine, faults = [True], []
 
     def reading(pid: int) -> tuple[float, float]:
         return (time.monotonic(), 0.0) if machine[0] else real(pid)
 
-    class Counted(host.WorkerStarved):
+    class Counted(handle.WorkerStarved):
         def __init__(self, message: str) -> None:
             faults.append(message)
             super().__init__(message)
 
-    monkeypatch.setattr(host, "run_queue_wait", reading)
-    monkeypatch.setattr(host, "run_queue_waited",
+    monkeypatch.setattr(procfs, "run_queue_wait", reading)
+    monkeypatch.setattr(procfs, "run_queue_waited",
                         lambda pid: time.monotonic() if machine[0] else real_waited(pid))
-    monkeypatch.setattr(host, "WorkerStarved", Counted)
+    monkeypatch.setattr(handle, "WorkerStarved", Counted)
     return type("Starved", (), {"machine": machine, "faults": faults})
 
 
@@ -259,16 +259,16 @@ def test_a_check_starved_twice_makes_the_grading_the_kits_failure(lab, starved):
 def test_a_starved_check_is_run_again_and_judged_as_it_then_runs(lab, starved, monkeypatch):
     """Starved once (the kit's), then the machine is free: the second run's outcome is
     the check's, here a timeout at the plain limit (it sleeps: its own doing)."""
-    from labkit.sandbox import host
+    from labkit.sandbox.linux import handle
 
-    counted = host.WorkerStarved
+    counted = handle.WorkerStarved
 
     class Freeing(counted):
         def __init__(self, message: str) -> None:
             starved.machine[0] = False
             super().__init__(message)
 
-    monkeypatch.setattr(host, "WorkerStarved", Freeing)
+    monkeypatch.setattr(handle, "WorkerStarved", Freeing)
     result = grade(lab, SLEEPY_HALVE)
     assert len(starved.faults) == 1
     assert outcome(result)["halve.values"] == (Status.TIMEOUT, 0)
@@ -293,7 +293,7 @@ def test_run_queue_wait_tells_a_starved_process_from_a_sleeping_one():
     import subprocess
     import sys
 
-    from labkit.sandbox.host import run_queue_wait
+    from labkit.sandbox.linux.procfs import run_queue_wait
 
     cpu = min(os.sched_getaffinity(0))
     spin = [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile 1: pass"]

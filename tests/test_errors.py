@@ -14,7 +14,7 @@ from labkit.course.authoring import MarkerError
 from labkit.course.catalogue import UnknownLab
 from labkit.errors import USAGE, EnglishError, LabkitError
 from labkit.interop.nbgrader import CourseExportError, PushError
-from labkit.sandbox.isolation import IsolationError
+from labkit.sandbox.errors import IsolationError
 from labkit.student.notebookfiles import NotebookError
 from labkit.student.workspace import WorkspaceError
 

@@ -33,7 +33,8 @@ from labkit.classroom.gradebook import Gradebook
 from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
 from labkit.results import SCHEMA_FILE, LabResult, Status
-from labkit.sandbox.host import OUTPUT_EXCERPT, marked_processes
+from labkit.sandbox.linux.procfs import marked_processes
+from labkit.sandbox.output import OUTPUT_EXCERPT
 from labkit.student import policy
 from labkit.student.workspace import MAX_FILE_BYTES, WorkspaceError
 

@@ -22,7 +22,7 @@ from kit import tiny_lab
 
 from labkit.engine.cold import KitFailure, grade_files
 from labkit.results import Status
-from labkit.sandbox import host
+from labkit.sandbox.linux import zygote
 
 CATALOGUE = """
 format = 1
@@ -109,17 +109,17 @@ def test_a_zygote_that_answers_late_costs_the_check_nothing(lab, monkeypatch):
     The delay is injected: the zygote is stopped for a second at the first ping, as a
     machine too busy to run it would keep it off every CPU (the wait is cut to 0.3 s)."""
     monkeypatch.setenv("LABKIT_ISOLATION", "process")  # the zygote is this process's child
-    monkeypatch.setattr(host, "ANSWER_SECONDS", 0.3)
-    answers, stalled = host.Zygote.answers, []
+    monkeypatch.setattr(zygote, "ANSWER_SECONDS", 0.3)
+    answers, stalled = zygote.Zygote.answers, []
 
-    def late(zygote):
-        if not stalled and zygote._process is not None:
-            stalled.append(zygote._process.pid)
+    def late(running):
+        if not stalled and running._process is not None:
+            stalled.append(running._process.pid)
             os.kill(stalled[0], signal.SIGSTOP)
             threading.Timer(1.0, _resume, (stalled[0],)).start()
-        return answers(zygote)
+        return answers(running)
 
-    monkeypatch.setattr(host.Zygote, "answers", late)
+    monkeypatch.setattr(zygote.Zygote, "answers", late)
     result = grade(lab)
     assert stalled
     # the check met a zygote the kit gave up on, and was run again on a fresh one
@@ -158,13 +158,13 @@ def test_closing_a_process_mode_zygote_spares_the_grading_processs_other_childre
     they were killed too."""
     monkeypatch.setenv("LABKIT_ISOLATION", "process")
     helpers = []
-    started = host.Zygote.start
+    started = zygote.Zygote.start
 
-    def start_then_a_helper(zygote):
-        started(zygote)
+    def start_then_a_helper(running):
+        started(running)
         helpers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
 
-    monkeypatch.setattr(host.Zygote, "start", start_then_a_helper)
+    monkeypatch.setattr(zygote.Zygote, "start", start_then_a_helper)
     try:
         result = grade(lab)
         assert outcome(result)["double.values"] is Status.PASS

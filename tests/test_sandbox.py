@@ -23,18 +23,14 @@ from kit import REPO
 
 import labkit
 from labkit.cli import main
-from labkit.sandbox import codec, isolation
-from labkit.sandbox.host import (
-    DEFAULT_LIMITS,
-    OUTPUT_EXCERPT,
-    OUTPUT_KEEP,
-    Sandbox,
-    SandboxConfig,
-    SandboxFailure,
-    Zygote,
-    excerpt,
-    marked_processes,
-)
+from labkit.sandbox import codec
+from labkit.sandbox.backend import DEFAULT_LIMITS, SandboxConfig
+from labkit.sandbox.errors import IsolationError, SandboxFailure
+from labkit.sandbox.facade import Sandbox
+from labkit.sandbox.linux import isolation
+from labkit.sandbox.linux.procfs import marked_processes
+from labkit.sandbox.linux.zygote import Zygote
+from labkit.sandbox.output import OUTPUT_EXCERPT, OUTPUT_KEEP, excerpt
 
 HAVE_BWRAP = shutil.which("bwrap") is not None
 NEEDS_BWRAP = pytest.mark.skipif(not HAVE_BWRAP, reason="bwrap is not installed")
@@ -177,7 +173,7 @@ def test_the_mode_comes_from_the_argument_or_the_environment(monkeypatch):
     assert isolation.requested() == "process"
     assert isolation.choose().mode == "process"
     assert isolation.requested("bwrap") == "bwrap"
-    with pytest.raises(isolation.IsolationError, match="unknown isolation"):
+    with pytest.raises(IsolationError, match="unknown isolation"):
         isolation.requested("docker")
 
 
@@ -185,7 +181,7 @@ def test_without_bwrap_auto_falls_back_and_bwrap_is_refused(monkeypatch):
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None)
     chosen = isolation.choose("auto")
     assert chosen.mode == "process" and "bubblewrap" in chosen.reason
-    with pytest.raises(isolation.IsolationError, match="bubblewrap"):
+    with pytest.raises(IsolationError, match="bubblewrap"):
         isolation.choose("bwrap")
 
 
@@ -194,11 +190,11 @@ def test_auto_falls_back_when_bwrap_cannot_start_a_sandbox(monkeypatch):
     monkeypatch.setattr(isolation, "_broken", {})
     monkeypatch.setattr(isolation, "_bwrap_args", lambda *args: ["/bin/false"])
     zygote = Zygote("auto")
-    assert zygote.isolation == "bwrap"
+    assert zygote.name == "bwrap"
     zygote.start()
     try:
         assert zygote.ask({"op": "ping"})["pong"]
-        assert zygote.isolation == "process"
+        assert zygote.name == "process"
         assert "could not start" in zygote.choice.reason
     finally:
         zygote.close()
@@ -288,7 +284,7 @@ def test_the_probes_load_while_the_grader_starts_not_at_the_first_spawn(work, tm
     config = SandboxConfig(files={"m.py": (work / "m.py").read_bytes()}, modules=("m",),
                            probes=tmp_path / "probes.py", isolation=mode)
     with Sandbox(config) as sandbox:
-        assert sandbox.zygote.answers()  # the replies before it read: the load's too
+        assert sandbox.backend.answers()  # the replies before it read: the load's too
         asked = time.monotonic()  # one clock for every process of the machine
         worker = sandbox.spawn()
         assert call(worker, "loaded") < asked
@@ -300,7 +296,7 @@ def test_probes_that_fail_to_load_ahead_fail_the_spawn_saying_why(work, tmp_path
     config = SandboxConfig(files={"m.py": (work / "m.py").read_bytes()}, modules=("m",),
                            probes=tmp_path / "probes.py", isolation="process")
     with Sandbox(config) as sandbox:
-        assert sandbox.zygote.answers()  # a failed load does not end the zygote
+        assert sandbox.backend.answers()  # a failed load does not end the zygote
         with pytest.raises(SandboxFailure, match="these probes are broken"):
             sandbox.spawn()
 
@@ -413,7 +409,7 @@ def test_closing_the_zygote_kills_every_process_it_started(job, mode):
     zygote = Zygote(mode)
     zygote.start()
     try:
-        with Sandbox(job, zygote=zygote) as sandbox:
+        with Sandbox(job, zygote) as sandbox:
             worker = sandbox.spawn()
             assert call(worker, "daemon") is True
             assert len(marked_processes(zygote.marker)) >= 2  # zygote (or bwrap) and daemon
@@ -434,7 +430,7 @@ def test_one_zygote_serves_gradings_of_different_files(job, mode):
     try:
         for files, value in [(job.files, 42), (other, 7), (job.files, 42)]:
             config = SandboxConfig(files=files, modules=("m",), probes=job.probes)
-            with Sandbox(config, zygote=zygote) as sandbox:
+            with Sandbox(config, zygote) as sandbox:
                 assert sandbox.isolation == mode
                 worker = sandbox.spawn()
                 assert call(worker, "VALUE", op="value") == value

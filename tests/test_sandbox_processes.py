@@ -11,13 +11,18 @@ import os
 import secrets
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from labkit.cli import doctor
-from labkit.sandbox import codec, pids
-from labkit.sandbox.host import Sandbox, SandboxConfig, Zygote, marked_processes
+from labkit.sandbox import codec
+from labkit.sandbox.backend import SandboxConfig
+from labkit.sandbox.facade import Sandbox
+from labkit.sandbox.linux import pids
+from labkit.sandbox.linux.procfs import marked_processes
+from labkit.sandbox.linux.zygote import Zygote
 
 NEEDS_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
 MODES = [pytest.param("bwrap", marks=NEEDS_BWRAP), "process"]
@@ -104,12 +109,12 @@ def test_multiprocessing_works_and_dev_shm_is_emptied_between_submissions(job, m
 @pytest.mark.parametrize("mode", MODES)
 def test_a_fork_bomb_through_multiprocessing_stops_at_the_pids_limit(job, mode):
     with Sandbox(SandboxConfig(**{**job.__dict__, "isolation": mode})) as sandbox:
-        marker = sandbox.zygote.marker
+        marker = sandbox.backend.marker
         worker = sandbox.spawn()
         started = call(worker, "fork_bomb", 20.0)
         assert 0 < started < pids.LIMIT  # refused by the kernel, not cut by the deadline
         worker.stop()
-        group = sandbox.zygote._group
+        group = sandbox.backend._group
         assert group is not None
         # what is left in the group: the zygote (and bwrap's two), not the bomb
         assert int((group.path / "pids.current").read_text()) <= 5
@@ -122,7 +127,9 @@ def test_doctor_says_whether_process_mode_can_bound_a_fork_bomb(monkeypatch):
     result = CliRunner().invoke(doctor.doctor, ["--isolation", "process"])
     assert result.exit_code == 0, result.output
     assert "process mode CANNOT bound a fork bomb" in result.output
-    assert "cgroup" in doctor._pids_line("/sys/fs/cgroup/pids", "process", "en")
+    monkeypatch.setattr(pids, "parent", lambda: Path("/sys/fs/cgroup/pids"))
+    described = {label: key for label, key, _ in Zygote("process").describe().lines}
+    assert described["processes"] == "doctor_pids_cgroup"
 
 
 def test_a_pids_group_wraps_a_command_in_a_shell_that_joins_it(tmp_path):
@@ -133,16 +140,16 @@ def test_a_pids_group_wraps_a_command_in_a_shell_that_joins_it(tmp_path):
 
 
 def test_process_mode_sweeps_only_what_no_living_process_holds_in_dev_shm():
-    from labkit.sandbox import host
+    from labkit.sandbox.linux import cleanup, procfs
 
-    before = set(host._dev_shm())
-    held, left = (os.path.join(host.DEV_SHM, f"labkit-test-{secrets.token_hex(6)}")
+    before = set(procfs.dev_shm())
+    held, left = (os.path.join(procfs.DEV_SHM, f"labkit-test-{secrets.token_hex(6)}")
                   for _ in range(2))
     with open(held, "wb") as handle, open(left, "wb"):
         pass
     with open(held, "rb") as handle:  # a neighbour's entry in use stays
-        host._clear_dev_shm(before)
+        cleanup.clear_dev_shm(before)
         assert os.path.exists(held) and not os.path.exists(left)
         assert handle.read() == b""
-    host._clear_dev_shm(before)
+    cleanup.clear_dev_shm(before)
     assert not os.path.exists(held)

@@ -13,12 +13,12 @@ import re
 from pathlib import Path
 
 from labkit import settings
-from labkit.sandbox import host
+from labkit.sandbox.linux import procfs
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labkit"
 SETTINGS = PACKAGE / "settings.py"
 NAME = re.compile(r"LABKIT_[A-Z0-9_]+|CI")
-SANDBOX_MARKER = (PACKAGE / "sandbox" / "host.py", host.MARKER)
+SANDBOX_MARKER = (PACKAGE / "sandbox" / "linux" / "procfs.py", procfs.MARKER)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -12,7 +12,9 @@ import pytest
 
 from labkit.engine.proxy import Session, Student
 from labkit.sandbox import codec, protocol
-from labkit.sandbox.host import ARENA_BYTES, Sandbox, SandboxConfig
+from labkit.sandbox.backend import SandboxConfig
+from labkit.sandbox.facade import Sandbox
+from labkit.sandbox.linux.memfd import ARENA_BYTES
 
 MODES = [pytest.param("bwrap", marks=pytest.mark.skipif(not shutil.which("bwrap"),
                                                          reason="bwrap is not installed")),
@@ -90,7 +92,7 @@ def test_the_next_check_of_a_shared_worker_starts_from_zeroed_memory(student):
 
 
 def test_the_arena_cannot_be_resized_or_sealed_by_the_worker():
-    from labkit.sandbox.host import make_arena
+    from labkit.sandbox.linux.memfd import make_arena
 
     fd = make_arena()
     try:

@@ -46,7 +46,8 @@ from labkit.classroom.gradebook import FILE_NAME, Gradebook, Previous
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
-from labkit.sandbox import isolation, protocol
+from labkit.sandbox import protocol
+from labkit.sandbox.backend import ONE_MATH_THREAD
 from labkit.student import handin
 
 DEFAULT_OUT = Path("labkit-out")
@@ -400,7 +401,7 @@ class _Grader:
         tmp.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         self.log = logs / f"grader-{index}.log"
-        env = {**os.environ, **(env or {}), "TMPDIR": str(tmp), **isolation.ONE_MATH_THREAD}
+        env = {**os.environ, **(env or {}), "TMPDIR": str(tmp), **ONE_MATH_THREAD}
         env.pop("PYTEST_ADDOPTS", None)
         with open(self.log, "wb") as log:  # this run's log replaces the last one's
             self.process = subprocess.Popen(

@@ -34,7 +34,8 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from labkit import fileset, i18n, settings
 from labkit.classroom import batch
 from labkit.course.catalogue import get_lab
-from labkit.sandbox import isolation
+from labkit.sandbox.errors import IsolationError
+from labkit.sandbox.facade import isolation_level
 
 MODE = "bwrap"  # the only isolation a cluster grades in
 
@@ -48,8 +49,8 @@ class GradingPlugin(WorkerPlugin):
     def setup(self, worker: Worker) -> None:
         self.host = f"{socket.gethostname()} {worker.address}"
         try:
-            isolation.choose(MODE)
-        except isolation.IsolationError as exc:
+            isolation_level(MODE)
+        except IsolationError as exc:
             raise RuntimeError(f"{self.host} cannot grade: a cluster grades only in "
                                f"bubblewrap, and here {exc}") from None
         self.lab = dataclasses.replace(get_lab(self.lab_id), call_timeout=self.call_timeout)

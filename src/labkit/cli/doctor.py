@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
 from labkit import __version__, i18n, settings, textsafe
 from labkit.cli.common import LANG_OPTION
 
-# What a warm grading process guarantees the next submission (see the README's threat model).
-CLEANUP = {"bwrap": "doctor_cleanup_bwrap", "process": "doctor_cleanup_process"}
 # The isolation module's reasons, as a student may read them.
 _REASONS = ("auto: bwrap is installed", "requested",
             "auto: bwrap not found on PATH (Debian/Ubuntu package: bubblewrap)")
@@ -26,60 +25,44 @@ def _reason(reason: str, lang: str) -> str:
 
 
 def report(value: str | None = None, lang: str = "en") -> list[tuple[str, str]]:
-    """What `labkit doctor` prints: the runtime, the isolation and why, the limits.
+    """What `labkit doctor` prints: the runtime, the isolation and why, what it contains.
 
-    It starts a real sandbox (and stops it), so the mode shown is the one that works.
+    It starts a real sandbox (and stops it), so the level shown is the one that works.
     """
     # Here, not at the top: every `labkit` command imports this module, and only
     # `doctor` needs the sandbox.
-    from labkit.sandbox import isolation, pids
-    from labkit.sandbox.host import DEFAULT_LIMITS, WorkerFailure, Zygote
+    from labkit.sandbox.errors import IsolationError, WorkerFailure
+    from labkit.sandbox.facade import open_backend, requested_isolation
 
     def label(key: str) -> str:
         return i18n.t(f"doctor_{key}", lang)
 
+    def text(key: str, params: dict[str, Any]) -> str:  # a parameter may be a message too
+        return i18n.t(key, lang, **{name: text(*value) if isinstance(value, tuple) else value
+                                    for name, value in params.items()})
+
     lines = [("python", f"{sys.executable} ({sys.version.split()[0]})"),
              ("labkit", __version__),
-             (label("requested"), f"{isolation.requested(value)} ({settings.ISOLATION}="
+             (label("requested"), f"{requested_isolation(value)} ({settings.ISOLATION}="
                                   f"{settings.get(settings.ISOLATION) or 'unset'})")]
     try:
-        zygote = Zygote(value)
-    except isolation.IsolationError as exc:
+        backend = open_backend(value)
+    except IsolationError as exc:
         return [*lines, (label("isolation"), i18n.t("doctor_unavailable", lang, detail=exc))]
     started = time.perf_counter()
     try:
-        zygote.start()
-        zygote.ask({"op": "ping"})
+        backend.start()
+        backend.ready()
         status = i18n.t("doctor_started", lang, seconds=f"{time.perf_counter() - started:.2f}")
     except WorkerFailure as exc:
         status = i18n.t("doctor_not_started", lang, detail=exc)
     finally:
-        zygote.close()
-    lines += [(label("isolation"), zygote.isolation),
-              (label("why"), _reason(zygote.choice.reason, lang)), (label("check"), status)]
-    limits = dict(DEFAULT_LIMITS)
-    if zygote.isolation == "bwrap":
-        limits["RLIMIT_NPROC"] = isolation.SANDBOX_NPROC
-        sized = "--size" in isolation.bwrap_options(zygote.choice.bwrap or "bwrap")
-        tmp = (i18n.t("doctor_tmp_size", lang, mib=isolation.TMP_BYTES // 1024**2) if sized
-               else i18n.t("doctor_tmp_unsized", lang))
-        lines.append((label("sandbox"), i18n.t(
-            "doctor_sandbox_line", lang, uid=isolation.SANDBOX_UID,
-            paths=", ".join(isolation.runtime_paths()), tmp=tmp)))
-    lines.append((label("limits"), ", ".join(f"{k[7:].lower()}={v}" for k, v in limits.items())))
-    lines.append((label("processes"), _pids_line(pids.parent(), zygote.isolation, lang)))
-    lines.append((label("between"), i18n.t(CLEANUP[zygote.isolation], lang)))
+        backend.close()
+    description = backend.describe()
+    lines += [(label("isolation"), description.name),
+              (label("why"), _reason(description.reason, lang)), (label("check"), status)]
+    lines += [(label(name), text(key, params)) for name, key, params in description.lines]
     return lines
-
-
-def _pids_line(group: object, mode: str, lang: str) -> str:
-    """How the processes of a grading are bounded here (a fork bomb, say)."""
-    from labkit.sandbox import pids
-
-    if group is not None:
-        return i18n.t("doctor_pids_cgroup", lang, group=group, limit=pids.LIMIT)
-    return i18n.t("doctor_pids_none_bwrap" if mode == "bwrap" else "doctor_pids_none_process",
-                  lang)
 
 
 @click.command("doctor")

@@ -27,11 +27,13 @@ COURSE_ID_OPTION = click.option(
 
 def _chosen_isolation() -> str:
     """The mode the grading processes will use ("" if none can be had: they say why)."""
-    from labkit.sandbox import isolation  # only `batch` needs it: keep `labkit` light
+    # only `batch` needs these: keep `labkit` light
+    from labkit.sandbox.errors import IsolationError
+    from labkit.sandbox.facade import isolation_level
 
     try:
-        return isolation.choose().mode
-    except isolation.IsolationError:
+        return isolation_level()
+    except IsolationError:
         return ""
 
 

@@ -20,7 +20,7 @@ from labkit.engine._compat import draw_without_local_constants
 from labkit.engine.proxy import Callback, CallRecord, Measurement, Observation, StudentRaised
 from labkit.engine.static import Refusal, declarations_only, mentions, refusals
 from labkit.sandbox.codec import Opaque
-from labkit.sandbox.host import KitFault
+from labkit.sandbox.errors import KitFault
 
 __all__ = [
     "PROPERTY",

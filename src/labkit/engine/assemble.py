@@ -105,9 +105,10 @@ def _apply_requirements(specs, checks: list[CheckResult], lang: str) -> list[Che
 
 def _default_isolation() -> str:
     """The mode a sandbox started now would use, for callers that do not say."""
-    from labkit.sandbox.isolation import IsolationError, choose
+    from labkit.sandbox.errors import IsolationError
+    from labkit.sandbox.facade import isolation_level
 
     try:
-        return choose().mode
+        return isolation_level()
     except IsolationError:
         return "unavailable"

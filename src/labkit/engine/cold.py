@@ -20,7 +20,7 @@ from labkit.results import LabResult
 
 if TYPE_CHECKING:
     from labkit.engine.plugin import Progress
-    from labkit.sandbox.host import Sandbox
+    from labkit.sandbox.facade import Sandbox
 
 
 def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en", *,
@@ -28,7 +28,8 @@ def grade_files(lab: LabSpec, files: dict[str, bytes], lang: str = "en", *,
     """Grade already-collected files, held in memory: only the sandbox writes them, into
     each worker's fresh folder. `only`: just that function's checks (`plugin.selected`);
     `progress(k, n)` is told as each check begins."""
-    from labkit.sandbox.host import Sandbox, SandboxConfig
+    from labkit.sandbox.backend import SandboxConfig
+    from labkit.sandbox.facade import Sandbox
 
     started = time.monotonic()
     probes = lab.grader_dir / "probes.py"

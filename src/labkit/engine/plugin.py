@@ -25,14 +25,14 @@ from labkit.engine.api import CheckFailed
 from labkit.engine.proxy import Session, Student, StudentRaised
 from labkit.results import Status
 from labkit.sandbox.codec import OpaqueValue
-from labkit.sandbox.host import (
+from labkit.sandbox.errors import (
     GradingTimeout,
     KitFault,
-    Sandbox,
     WorkerCrashed,
     WorkerFailure,
     WorkerTimeout,
 )
+from labkit.sandbox.facade import Sandbox
 
 # The whole grading ran past its limit: the call that was waiting ends, and remaining
 # checks do not start (the sandbox bounds every call by `Sandbox.deadline`).

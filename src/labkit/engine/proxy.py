@@ -18,7 +18,9 @@ from typing import Any, cast
 import numpy as np
 
 from labkit.sandbox import codec, protocol
-from labkit.sandbox.host import Sandbox, Usage, WorkerCrashed, WorkerFailure, WorkerHandle
+from labkit.sandbox.backend import Usage, WorkerHandle
+from labkit.sandbox.errors import WorkerCrashed, WorkerFailure
+from labkit.sandbox.facade import Sandbox
 from labkit.sandbox.shared import Arena, SharedArray
 
 

@@ -43,7 +43,9 @@ from labkit.engine.plugin import GradingPlugin, Progress, Retrying, Shrinking, s
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
 from labkit.sandbox import protocol
-from labkit.sandbox.host import Sandbox, SandboxConfig, WorkerFailure, WorkerHandle, Zygote
+from labkit.sandbox.backend import Backend, SandboxConfig
+from labkit.sandbox.errors import WorkerFailure
+from labkit.sandbox.facade import Sandbox, open_backend
 
 # grade(files, lang, cancel=None): the submission's files as they were read,
 # `{path: bytes}`; `cancel`, a `Cancel` another thread may set to stop the grading.
@@ -54,8 +56,6 @@ class GradingCancelled(Exception):
     """The grading was cancelled (`Cancel.set`): there is no result to give."""
 
 
-_WAITS = {WorkerHandle.receive.__code__, WorkerHandle.send.__code__,
-          WorkerHandle.answer.__code__}
 _POKE_SECONDS = 0.05
 
 
@@ -106,10 +106,11 @@ class Cancel:
         plugin._grading.sandbox.deadline = now
         if frame is not None and frame.f_code is protocol.wait_code():
             caller = frame.f_back
+            waits = plugin._grading.sandbox.backend.waits
             for _ in range(4):
                 if caller is None:
                     break
-                if caller.f_code in _WAITS:
+                if caller.f_code in waits:
                     raise protocol.ChannelTimeout()
                 caller = caller.f_back
 
@@ -265,9 +266,9 @@ class Replay:
 class BatchPlugin(GradingPlugin):
     """The grading plugin, reusable: `begin` resets what belongs to one grading."""
 
-    def __init__(self, lab: LabSpec, loop: Callable[[GradeFn], None], zygote: Zygote) -> None:
+    def __init__(self, lab: LabSpec, loop: Callable[[GradeFn], None], backend: Backend) -> None:
         super().__init__(lab, lab_checks(lab))
-        self.loop, self.zygote = loop, zygote
+        self.loop, self.backend = loop, backend
         self.items: list[pytest.Item] = []
         self.replays: dict[str, Replay] = {}
         self._random_states: list[tuple[Any, Any]] = []
@@ -342,7 +343,7 @@ class BatchPlugin(GradingPlugin):
             sys_path=self.lab.sys_path,
             probes=probes if probes.is_file() else None,
         )
-        with Sandbox(config, zygote=self.zygote) as sandbox:
+        with Sandbox(config, self.backend) as sandbox:
             self.begin(sandbox, lang, progress, len(items))
             try:
                 for index, item in enumerate(items):
@@ -421,7 +422,7 @@ def _set_random_state(owner: Any, state: Any) -> None:
         owner.setstate(state)
 
 
-def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None],
+def run(lab: LabSpec, backend: Backend, loop: Callable[[GradeFn], None],
         shrink: bool = True) -> None:
     """Collect `lab`'s graders once, then call `loop(grade)`; returns when `loop` does.
 
@@ -430,7 +431,7 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None],
     it (a batch), the first of the check's examples that failed: the same points and
     statuses, without the extra calls that shrinking makes a grading pay.
     """
-    plugin = BatchPlugin(lab, loop, zygote)
+    plugin = BatchPlugin(lab, loop, backend)
     plugins: list[object] = [plugin, PlainReports(), Retrying(plugin)]
     plugins += [Shrinking(plugin)] if shrink else []
     saved = os.environ.pop("PYTEST_ADDOPTS", None)
@@ -445,14 +446,15 @@ def run(lab: LabSpec, zygote: Zygote, loop: Callable[[GradeFn], None],
 
 
 def run_warm(lab: LabSpec, loop: Callable[[GradeFn], None], shrink: bool = True) -> None:
-    """Start a zygote, collect `lab`'s graders once, then call `loop(grade)` until it returns.
+    """Start a sandbox back end, collect `lab`'s graders once, then call `loop(grade)`
+    until it returns.
 
     `grade(files, lang)` grades a submission's files as they were read, `{path: bytes}`;
     `shrink` as in `run`.
     """
-    zygote = Zygote()
-    zygote.start()  # its NumPy import overlaps ours and pytest's collection
+    backend = open_backend()
+    backend.start()  # its NumPy import overlaps ours and pytest's collection
     try:
-        run(lab, zygote, loop, shrink)
+        run(lab, backend, loop, shrink)
     finally:
-        zygote.close()
+        backend.close()

@@ -30,8 +30,8 @@ from labkit.errors import EnglishError, LabkitError
 from labkit.fsutil import write_atomic
 from labkit.interop import gradescope
 from labkit.results import LabResult
-from labkit.sandbox import host
-from labkit.sandbox.isolation import SANDBOX_UID
+from labkit.sandbox.linux import procfs
+from labkit.sandbox.linux.isolation import SANDBOX_UID
 
 DEFAULT_ROOT = Path("/autograder")
 _PR_SET_CHILD_SUBREAPER = 36
@@ -95,7 +95,7 @@ def reap_descendants(seconds: float = _REAP_SECONDS) -> None:
             continue
         if time.monotonic() > deadline:
             raise StrayProcesses("processes started by the grading would not die")
-        for child in host.children(os.getpid()):
+        for child in procfs.children(os.getpid()):
             try:
                 os.kill(child, signal.SIGKILL)
             except ProcessLookupError:

@@ -1,9 +1,10 @@
 """Memory the grader maps too: inputs whose fate the trusted side sees for itself.
 
-Each worker is started with a memfd that both it and the grader map (`host.make_arena`).
-The grader copies an input into it (`Arena.place`) and passes the `SharedArray` as an
-argument: it travels as a place (`codec.Shared`), and the worker's decoder turns it into
-an ndarray over the same bytes. After the call the grader reads those bytes itself, so
+Each worker is started with memory that both it and the grader map (on Linux a memfd,
+`labkit.sandbox.linux.memfd.make_arena`). The grader copies an input into it
+(`Arena.place`) and passes the `SharedArray` as an argument: it travels as a place
+(`codec.Shared`), and the worker's decoder turns it into an ndarray over the same bytes.
+After the call the grader reads those bytes itself, so
 "the input was normalised in place and the rest untouched" is a fact it observes, not a
 report from beside the student's code; and by writing into the input and asking for a
 kept result again (`Student.keep` / `Student.kept`), it sees whether that result lives in

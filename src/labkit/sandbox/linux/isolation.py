@@ -32,12 +32,8 @@ from pathlib import Path
 from typing import TypedDict
 
 from labkit import settings
-from labkit.errors import EnglishError
-from labkit.sandbox import pids
-
-# NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
-# call; a worker or a batch's grading process is one of many sharing the cores.
-ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+from labkit.sandbox.errors import IsolationError
+from labkit.sandbox.linux import pids
 
 ENV_VAR = settings.ISOLATION  # the setting that picks the mode
 MODES = ("auto", "bwrap", "process")
@@ -55,10 +51,6 @@ _GROUP = f"nogroup:x:{SANDBOX_UID}:\n"
 _HANDSHAKE_SECONDS = 10.0
 
 _broken: dict[str, str] = {}  # bwrap path -> why it could not start a sandbox here
-
-
-class IsolationError(EnglishError, RuntimeError):
-    """The requested isolation is not available (or not a known mode)."""
 
 
 @dataclass(frozen=True)
