@@ -66,11 +66,11 @@ def test_the_zygote_outside_a_sandbox_drops_to_nobody_and_leaves_the_machine_alo
     # max_user_namespaces must not even be opened outside a sandbox.
     code = textwrap.dedent("""
         import builtins, os
-        from labkit.sandbox.child import worker
+        from labkit.sandbox.child import forkserver
         opened = []
         real = builtins.open
         builtins.open = lambda path, *a, **k: opened.append(str(path)) or real(path, *a, **k)
-        worker._drop_privileges(65534, sandboxed=False)
+        forkserver._drop_privileges(65534, sandboxed=False)
         print(os.getuid(), os.geteuid(), os.getgid(), os.getgroups(),
               any("max_user_namespaces" in p for p in opened))
     """)

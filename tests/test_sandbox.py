@@ -444,7 +444,8 @@ def test_the_kits_bytecode_is_written_for_a_read_only_runtime():
 
     isolation.precompile()
     package = Path(labkit.__file__).parent
-    for name in ("sandbox/child/worker.py", "sandbox/protocol.py", "__init__.py"):
+    for name in ("sandbox/child/forkserver.py", "sandbox/child/worker.py", "sandbox/protocol.py",
+                 "__init__.py"):
         source = package / name
         cached = Path(importlib.util.cache_from_source(str(source)))
         if not os.access(package, os.W_OK):
@@ -485,11 +486,11 @@ def test_a_runtime_under_tmp_is_bound_over_the_private_tmp(monkeypatch):
 def test_the_sweep_keeps_what_the_scratch_held_before_any_worker(tmp_path, monkeypatch):
     """With bwrap, a runtime bound under /tmp sits in the sweep's folder: walking it on
     every check cost seconds per grading, and it is read-only anyway."""
-    from labkit.sandbox.child import worker
+    from labkit.sandbox.child import forkserver
 
     (tmp_path / "venv" / "lib").mkdir(parents=True)
-    monkeypatch.setattr(worker, "_PRESERVED", {"venv"})
+    monkeypatch.setattr(forkserver, "_PRESERVED", {"venv"})
     (tmp_path / "left-by-a-check").mkdir()
     (tmp_path / "stray.txt").write_text("x")
-    worker._sweep(str(tmp_path), {})
+    forkserver._sweep(str(tmp_path), {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]

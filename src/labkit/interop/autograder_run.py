@@ -4,7 +4,7 @@ Gradescope runs it as root in a container. The submission (`/autograder/submissi
 the lab's files there or a folder down, or one zip) is read with the batch's safety
 rules and graded in a sandbox: bwrap where the container allows user namespaces, else
 process mode, whose zygote then drops to uid 65534 (`LABKIT_PROCESS_NOBODY`, set here;
-see `labkit.sandbox.isolation`), so the
+see `labkit.sandbox.linux.isolation`), so the
 student's code can write neither the results folder nor the kit. `results.json` is
 written last, once this process (a child subreaper: every process the grading started
 is its descendant) has no child left; it records the isolation used and the uid the

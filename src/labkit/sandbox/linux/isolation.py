@@ -169,7 +169,7 @@ def _bwrap_args(bwrap: str, as_root: bool, info_fd: int, block_fd: int,
     if as_root:
         # The caller writes the uid map (0 and 65534 to themselves, see `launch`); the
         # zygote forbids nested user namespaces, then drops to 65534 with these
-        # capabilities and loses all of them (`labkit.sandbox.child.worker._drop_privileges`).
+        # capabilities and loses all of them (`labkit.sandbox.child.forkserver._drop_privileges`).
         args += ["--userns-block-fd", str(block_fd), "--info-fd", str(info_fd)]
         for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_RESOURCE"):
             args += ["--cap-add", cap]
@@ -232,7 +232,7 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
            pass_fds: list[int], stderr: int, cwd: str,
            group: pids.PidsGroup | None = None) -> subprocess.Popen:
     """Start `command` (the zygote) under `isolation`; it is its own session leader,
-    inside the pids cgroup `group` when there is one (see `labkit.sandbox.pids`).
+    inside the pids cgroup `group` when there is one (see `labkit.sandbox.linux.pids`).
 
     With bwrap, started as root, the sandbox's user namespace maps uid 0 (needed while
     bwrap builds the mounts) and 65534 to themselves, and the zygote is told to become

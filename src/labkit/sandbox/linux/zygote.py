@@ -39,7 +39,7 @@ from labkit.sandbox.linux.handle import WorkerHandle
 from labkit.sandbox.linux.procfs import MARKER
 from labkit.sandbox.output import drain
 
-CHILD_MODULE = "labkit.sandbox.child.worker"  # what the zygote runs
+CHILD_MODULE = "labkit.sandbox.child.forkserver"  # what the zygote runs
 _PASSED_ENV = ("PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _START_SECONDS = 30.0
 # How long the zygote has to answer anything once started (a ping, a spawn, a stop). One
