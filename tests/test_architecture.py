@@ -8,6 +8,11 @@
   NumPy and the sandbox's wire modules only: nothing of the trusted side.
 - The sandbox knows nothing of labs, pytest or results.
 - Private pytest/hypothesis API is reached from `labkit.engine._compat` only.
+- One place for the operating system: names only Linux has (`/proc`, `prctl`, memfds,
+  fd passing, `fcntl`, `resource`, `os.fork`, `SIGKILL`...) appear only in the Linux
+  back end (`labkit.sandbox.linux`), the fork server beside student code
+  (`labkit.sandbox.child.forkserver`) and `labkit.platform`'s wrappers; outside the
+  sandbox, nothing imports the Linux back end but through the back-end interface.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ PACKAGE = SRC / "labkit"
 LAYERS = {
     "labkit": 0, "labkit.results": 0, "labkit.i18n": 0, "labkit.fsutil": 0,
     "labkit.fileset": 0, "labkit.errors": 0, "labkit.settings": 0, "labkit.textsafe": 0,
+    "labkit.platform": 0,
     "labkit.course": 1,
     "labkit.sandbox": 2,
     "labkit.engine": 3, "labkit.grading": 3,
@@ -183,3 +189,112 @@ def test_what_labkit_grade_loads_before_it_asks_its_daemon_is_light():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# --- one place for the operating system -------------------------------------------------
+
+# Where names only Linux has may appear: the Linux back end, the fork server, and the one
+# module of portable wrappers (the number of usable cores, a kill, a file lock...).
+LINUX_PLACES = ("labkit.sandbox.linux", "labkit.sandbox.child.forkserver", "labkit.platform")
+LINUX_ATTRIBUTES = {"prctl", "memfd_create", "MFD_CLOEXEC", "MFD_ALLOW_SEALING", "F_ADD_SEALS",
+                    "SOCK_SEQPACKET", "send_fds", "recv_fds", "SCM_RIGHTS", "pipe2",
+                    "SO_PEERCRED", "sched_getaffinity", "SIGKILL", "pidfd_open", "waitid"}
+LINUX_CALLS = {"os.fork", "os.forkpty", "os.killpg", "os.setsid"}
+LINUX_MODULES = {"fcntl", "resource"}
+# A shrinking list: (module, name) -> why it is still outside the places above.
+LINUX_ALLOWED = {
+    ("labkit.engine.static", "/proc"):
+        "names /proc as text, to refuse it in graded code (a static check); reads nothing",
+}
+# A shrinking list: module outside the sandbox -> why it still imports the Linux back end.
+LINUX_IMPORT_ALLOWED = {
+    "labkit.interop.autograder_run":
+        "runs only in Gradescope's Linux container, as root: reaps what a grading left by "
+        "/proc (procfs.children) and records the uid bwrap maps the student to",
+}
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                          | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def linux_names(path: Path) -> set[str]:
+    """The Linux-only names `path` uses: attributes, calls, modules, `/proc` paths
+    (in string literals and f-strings; docstrings and comments are prose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = _docstring_nodes(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr in LINUX_ATTRIBUTES:
+                found.add(node.attr)
+            if ast.unparse(node) in LINUX_CALLS:
+                found.add(ast.unparse(node))
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] in LINUX_MODULES}
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] in LINUX_MODULES:
+                found.add(node.module or "")
+            found |= {a.name for a in node.names if a.name in LINUX_ATTRIBUTES}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings \
+                and (node.value == "/proc" or node.value.startswith("/proc/")):
+            found.add("/proc")
+    return found
+
+
+def _in_linux_place(name: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in LINUX_PLACES)
+
+
+def test_linux_only_names_appear_only_in_the_linux_back_end_and_the_platform_module():
+    wrong = [f"{name} uses {used}" for name, path in sorted(MODULES.items())
+             if not _in_linux_place(name)
+             for used in sorted(linux_names(path)) if (name, used) not in LINUX_ALLOWED]
+    assert not wrong, "\n".join(wrong) + "\n(move it under sandbox/linux/, or wrap it in " \
+        "labkit.platform)"
+
+
+def test_the_linux_allow_lists_only_shrink():
+    """Every allowed exception is still needed: one that is not is taken off the list."""
+    stale = [key for key in LINUX_ALLOWED
+             if key[0] not in MODULES or key[1] not in linux_names(MODULES[key[0]])]
+    stale += [name for name in LINUX_IMPORT_ALLOWED
+              if name not in MODULES or not any(m.startswith("labkit.sandbox.linux")
+                                                for m in GRAPH[name])]
+    assert not stale, f"no longer needed, remove from the allow-list: {stale}"
+
+
+def test_outside_the_sandbox_only_the_back_end_interface_is_used():
+    """The engine, doctor, the daemon, the batch and the cluster worker hold
+    `labkit.sandbox.backend`/`facade`/`errors`, never the Linux back end itself."""
+    wrong = [f"{name} imports {dep}" for name, deps in sorted(GRAPH.items())
+             if not name.startswith("labkit.sandbox") and name not in LINUX_IMPORT_ALLOWED
+             for dep in sorted(deps) if dep.startswith("labkit.sandbox.linux")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_workers_call_loop_stands_alone_from_the_fork_server():
+    """The call loop serves any back end's workers; the fork server is Linux's."""
+    assert "labkit.sandbox.child.forkserver" not in GRAPH["labkit.sandbox.child.worker"]
+    assert not linux_names(MODULES["labkit.sandbox.child.worker"])
+
+
+def test_the_architecture_test_sees_linux_names(tmp_path):
+    """The detector itself: it finds each kind of use, and not prose about them."""
+    sample = tmp_path / "sample.py"
+    sample.write_text('''"""Reads /proc/self/stat with prctl and SIGKILL (a docstring)."""
+import fcntl
+from resource import setrlimit
+import os, signal, socket
+os.kill(1, signal.SIGKILL)
+os.fork()
+socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+open(f"/proc/{os.getpid()}/stat")
+''', encoding="utf-8")
+    assert linux_names(sample) == {"fcntl", "resource", "SIGKILL", "os.fork", "SOCK_SEQPACKET",
+                                   "/proc"}

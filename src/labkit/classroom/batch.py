@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import json
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from labkit import __version__, fileset, i18n
+from labkit import __version__, fileset, i18n, platform
 from labkit.classroom import layouts, submissions
 from labkit.classroom import roster as rosters
 from labkit.classroom.gradebook import FILE_NAME, Gradebook, Previous
@@ -120,10 +119,7 @@ PoolFactory = Callable[[LabSpec, int | None, Path, Path], Pool]
 
 
 def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+    return platform.usable_cores()
 
 
 def jobs_for(lab: LabSpec, jobs: int | None) -> int:
@@ -377,7 +373,7 @@ def _exclusive(out: Path) -> Iterator[None]:
     """One batch at a time per output folder."""
     with open(out / ".lock", "w") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            platform.lock_exclusive(handle)
         except BlockingIOError:
             raise BatchError(f"another labkit batch is writing to {out}") from None
         yield

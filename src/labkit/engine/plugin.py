@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from labkit import i18n
+from labkit import i18n, platform
 from labkit.course.catalogue import LabChecks, LabSpec, concerns
 from labkit.engine import _compat, inputs
 from labkit.engine.api import CheckFailed
@@ -40,7 +40,6 @@ GradeTimeout = GradingTimeout
 MAX_WRONG = 8  # wrong parts a partial-credit message names
 SHRINK_CALLS = 40  # candidates tried, at most, to find a smaller failing input for a message
 SHRINK_SECONDS = 3.0  # and never longer than this (a safety net: the count ends it first)
-_SIGKILL = getattr(signal, "SIGKILL", 9)  # a name Windows' signal module lacks
 SHRINK_MARGIN = 2.0  # s of the grading's limit shrinking leaves to the checks after it
 
 
@@ -425,7 +424,7 @@ def _kit_suspect(failure: BaseException | None) -> bool:
     and the kernel sends one the machine's memory pressure chose)."""
     if isinstance(failure, KitFault):
         return True
-    return isinstance(failure, WorkerCrashed) and failure.exitcode == -_SIGKILL
+    return isinstance(failure, WorkerCrashed) and failure.exitcode == -platform.KILL_SIGNAL
 
 
 class Shrinking:

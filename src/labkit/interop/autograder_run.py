@@ -14,14 +14,12 @@ student's code ran as. A submission that cannot be graded still gets a `results.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
-from labkit import settings
+from labkit import platform, settings
 from labkit.classroom import submissions
 from labkit.classroom.batch import NO_ISOLATION, error_result
 from labkit.course.catalogue import LabSpec
@@ -34,7 +32,6 @@ from labkit.sandbox.linux import procfs
 from labkit.sandbox.linux.isolation import SANDBOX_UID
 
 DEFAULT_ROOT = Path("/autograder")
-_PR_SET_CHILD_SUBREAPER = 36
 _REAP_SECONDS = 10.0
 
 
@@ -56,7 +53,7 @@ def run(lab: LabSpec, where: Path, lang: str = "en") -> Path:
         os.chmod(results, 0o755)
         # without user namespaces (process mode), the student's code runs as 65534
         settings.put(settings.PROCESS_NOBODY, "1")
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    platform.become_subreaper()
     result = _grade(lab, where, lang)
     reap_descendants()
     document = gradescope.document(result)
@@ -97,7 +94,7 @@ def reap_descendants(seconds: float = _REAP_SECONDS) -> None:
             raise StrayProcesses("processes started by the grading would not die")
         for child in procfs.children(os.getpid()):
             try:
-                os.kill(child, signal.SIGKILL)
+                platform.kill(child)
             except ProcessLookupError:
                 pass
         time.sleep(0.01)

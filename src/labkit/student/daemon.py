@@ -32,15 +32,12 @@ Safety and lifetime:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import select
-import signal
 import socket
 import stat
-import struct
 import subprocess
 import sys
 import tempfile
@@ -51,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labkit import __version__, fileset, settings
+from labkit import __version__, fileset, platform, settings
 from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
 from labkit.sandbox import protocol
@@ -228,7 +225,7 @@ def stop_all(wait: float = 5.0) -> list[DaemonInfo]:
     for info in stopped:
         if info.busy or _ask(info.socket, {"op": "stop"}, PING_SECONDS) is None:
             with contextlib.suppress(OSError):
-                os.kill(info.pid, signal.SIGKILL)
+                platform.kill(info.pid)
                 info.socket.unlink()
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline and any(i.socket.exists() for i in stopped):
@@ -251,7 +248,7 @@ def _ask(path: Path, request: dict[str, Any], timeout: float,
             sock.settimeout(CONNECT_SECONDS)
             sock.connect(os.fsencode(path))
             if peer is not None:
-                pid, uid = _peer_credentials(sock)
+                pid, uid = platform.peer_credentials(sock)
                 if uid == os.getuid():
                     peer.append(pid)
             sock.setblocking(False)  # every wait below has the deadline
@@ -303,7 +300,7 @@ def _prune(root: Path, keep: Path) -> None:
 def _exclusive(lock: Path) -> Iterator[bool]:
     with open(lock, "a") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            platform.lock_exclusive(handle)
         except OSError:
             yield False
             return
@@ -395,14 +392,7 @@ def _watch_hangup(conn: socket.socket, cancel: Any) -> None:
 
 
 def _peer_uid(conn: socket.socket) -> int:
-    return _peer_credentials(conn)[1]
-
-
-def _peer_credentials(conn: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of `conn`, as the kernel saw it."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _ = struct.unpack("3i", creds)
-    return pid, uid
+    return platform.peer_credentials(conn)[1]
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[bytes]]:

@@ -14,11 +14,11 @@ import signal
 import time
 from typing import Any
 
+from labkit import platform
 from labkit.sandbox.linux import procfs
 from labkit.sandbox.linux.pids import PidsGroup
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_PR_SET_CHILD_SUBREAPER = 36
 _IPC_RMID = 0
 LIVE_ZYGOTES: set[int] = set()  # this process's running process-mode zygotes
 
@@ -30,7 +30,7 @@ def become_subreaper() -> None:
     orphans then become our children, not init's, and `kill_orphans` ends them.
     Nothing the student can change decides that (the environment marker can be dropped).
     """
-    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    platform.become_subreaper()
 
 
 def kill_orphans(since: int, group: PidsGroup | None = None, marker: str = "") -> None:
