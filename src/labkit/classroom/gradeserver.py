@@ -5,7 +5,7 @@
 input (`warm.run`): an instructor's class pays for no calls that change no grade.
 
 Runs as `python -m labkit.classroom.gradeserver REQUEST_FD REPLY_FD`. It keeps pytest, NumPy and
-hypothesis imported, the lab's graders collected (`labkit.engine.warm`) and one `Zygote`
+hypothesis imported, the lab's graders collected (`labkit.engine.warm`) and one sandbox back end
 running, and grades one submission per request. Requests and replies are framed
 messages on two pipes (`labkit.sandbox.protocol`; never pickle: the replies carry text
 the student's code influenced):

@@ -110,9 +110,10 @@ class CallRecord:
 @dataclass(frozen=True)
 class Measurement:
     """A call measured from outside its worker (`Student.measure`): the result, the
-    wall time on this side's clock, the worker's CPU time during the call as `/proc`
-    counts it (clock-tick resolution, 10 ms on most kernels), and its threads and
-    children (pids as this process sees them) when the call returned."""
+    wall time on this side's clock, the worker's CPU time during the call as the
+    sandbox back end counts it (`WorkerHandle.usage`; on Linux, `/proc`'s clock ticks,
+    10 ms on most kernels), and its threads and children (pids as this process sees
+    them) when the call returned."""
 
     result: Any
     wall_s: float
@@ -307,7 +308,7 @@ class Session:
     def measure(self, name: str, module: str | None, args: list, kwargs: dict,
                 probe: str | None = None) -> Measurement:
         """Call `name` (or run the probe `probe`, `name` then naming the function it
-        exercises), reading the worker's `/proc` before and after (see `Measurement`)."""
+        exercises), reading the worker's usage before and after (see `Measurement`)."""
         if self.failure is None:
             self._import(module or self.sandbox.config.modules[0])
         before = self._usage(name)
