@@ -1,4 +1,5 @@
-"""Runs beside the student's code, inside the sandbox: the zygote and the workers it forks.
+"""Runs beside the student's code, inside the sandbox: the workers' call loop (`worker`,
+portable) and the Linux fork server that forks them (`forkserver`).
 
 Nothing here is trusted, and nothing here imports the trusted side: only the standard
 library, NumPy and `labkit.sandbox.protocol`/`codec` (a test reads the imports). What it
