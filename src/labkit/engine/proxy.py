@@ -9,6 +9,8 @@ instance of the nearest built-in class, so `pytest.raises(ValueError)` reads nat
 from __future__ import annotations
 
 import builtins
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -106,17 +108,89 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
+class ThreadSeen:
+    """A thread the worker started during a watched call (`Student.watch`, or
+    `measure_probe` with `watch`), as this side last saw it in `/proc` (its `schedstat`, kept by the
+    kernel): the CPU time it had run, the time it had waited on the run queue for a
+    CPU, and when that was, in seconds after the call was sent. The last sample may be
+    up to a few milliseconds before the thread ended (more on a busy machine), so the
+    figures can only be short of what the thread did."""
+
+    run_s: float
+    ready_s: float
+    at_s: float
+
+
+@dataclass(frozen=True)
 class Measurement:
     """A call measured from outside its worker (`Student.measure`): the result, the
     wall time on this side's clock, the worker's CPU time during the call as `/proc`
     counts it (clock-tick resolution, 10 ms on most kernels), and its threads and
-    children (pids as this process sees them) when the call returned."""
+    children (pids as this process sees them) when the call returned. A watched call
+    also has the CPU time of the worker's own thread, the one that ran the call
+    (`main_cpu_s`, from its `schedstat`: nanoseconds), and each thread the call started
+    (`started`, see `ThreadSeen`), sampled from `/proc` by this side while it ran."""
 
     result: Any
     wall_s: float
     cpu_s: float
     threads: int
     children: tuple[int, ...]
+    main_cpu_s: float | None = None
+    started: tuple[ThreadSeen, ...] = ()
+
+
+def _schedstats(pid: int) -> dict[int, tuple[int, int]]:
+    """{tid: (ns run, ns waited on the run queue)} of process `pid`'s threads now."""
+    found: dict[int, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as handle:
+                fields = handle.read().split()
+            found[int(tid)] = (int(fields[0]), int(fields[1]))
+        except (OSError, IndexError, ValueError):
+            continue  # ended in the meantime
+    return found
+
+
+class _Watch:
+    """Samples a worker's threads from `/proc` every `INTERVAL_S` while a call runs, in
+    a thread of this process (the worker cannot see or change it)."""
+
+    INTERVAL_S = 0.002
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.before = pid, _schedstats(pid)
+        self.seen: dict[int, tuple[int, int, float]] = {}
+        self.stop = threading.Event()
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=self._run, name="labkit-watch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.INTERVAL_S):
+            self._sample()
+
+    def _sample(self) -> dict[int, tuple[int, int]]:
+        now, stats = time.perf_counter() - self.started, _schedstats(self.pid)
+        for tid, (run, ready) in stats.items():
+            if tid not in self.before:
+                self.seen[tid] = (run, ready, now)
+        return stats
+
+    def finish(self) -> tuple[float | None, tuple[ThreadSeen, ...]]:
+        self.stop.set()
+        self.thread.join()
+        after = self._sample()
+        main = None
+        if self.pid in self.before and self.pid in after:
+            main = (after[self.pid][0] - self.before[self.pid][0]) / 1e9
+        return main, tuple(ThreadSeen(run / 1e9, ready / 1e9, at)
+                           for run, ready, at in self.seen.values())
 
 
 def _take_callbacks(fields: dict[str, Any], first: int
@@ -303,17 +377,26 @@ class Session:
         return self.once[memo]
 
     def measure(self, name: str, module: str | None, args: list, kwargs: dict,
-                probe: str | None = None) -> Measurement:
+                probe: str | None = None, watch: bool = False) -> Measurement:
         """Call `name` (or run the probe `probe`, `name` then naming the function it
-        exercises), reading the worker's `/proc` before and after (see `Measurement`)."""
+        exercises), reading the worker's `/proc` before and after (see `Measurement`);
+        with `watch`, also while the call runs."""
         if self.failure is None:
             self._import(module or self.sandbox.config.modules[0])
         before = self._usage(name)
+        watching = None
+        if watch:
+            assert self.worker is not None
+            pid = self.sandbox.zygote.host_pid(self.worker.pid)
+            watching = _Watch(pid) if pid is not None else None
         op, called = ("call", name) if probe is None else ("probe", probe)
-        result = self.request(op, name, module, name=called, args=args, kwargs=kwargs)
+        try:
+            result = self.request(op, name, module, name=called, args=args, kwargs=kwargs)
+        finally:
+            main, started = watching.finish() if watching is not None else (None, ())
         after = self._usage(name)
         return Measurement(result, self.last_call.wall_s, after.cpu_s - before.cpu_s,
-                           after.threads, after.children)
+                           after.threads, after.children, main, started)
 
     def _usage(self, where: str) -> Usage:
         if self.failure is not None:
@@ -499,11 +582,19 @@ class Student:
         """Call `name` like `student.name(...)`, measured from outside the worker."""
         return self._session.measure(name, self._module, list(args), kwargs)
 
+    def watch(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
+        """`measure`, with the worker's threads also sampled from `/proc` while the call
+        runs: the CPU time of the thread that ran the call, and the threads it started
+        (`Measurement.main_cpu_s`, `Measurement.started`)."""
+        return self._session.measure(name, self._module, list(args), kwargs, watch=True)
+
     def measure_probe(self, name: str, *args: Any, where: str | None = None,
-                      **kwargs: Any) -> Measurement:
+                      watch: bool = False, **kwargs: Any) -> Measurement:
         """Run the probe `name` like `probe`, measured from outside the worker like
-        `measure`: for a student function that must be handed a worker-side callable."""
-        return self._session.measure(where or name, self._module, list(args), kwargs, probe=name)
+        `measure` (with `watch`, like `watch`): for a student function that must be
+        handed a worker-side callable."""
+        return self._session.measure(where or name, self._module, list(args), kwargs,
+                                     probe=name, watch=watch)
 
     def module(self, name: str) -> Student:
         """The same student, seen through another of the lab's modules."""
