@@ -75,39 +75,55 @@ def _fresh(prefix: str = "f") -> str:
 MAX_SOURCE_BYTES = 1 << 20  # as labkit.grading's analysis: a larger file is not read
 
 
-def _definitions(submission) -> dict[str, ast.AST]:
-    """The module-level functions and classes of gil.py by name (the last of each name,
-    as Python keeps it); none if the file cannot be parsed."""
+def _tree(submission) -> ast.Module | None:
     source = submission.get("gil.py", b"")
     if len(source) > MAX_SOURCE_BYTES:
-        return {}
+        return None
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return {node.name: node for node in tree.body if isinstance(node, kinds)}
+        return None
+
+
+def _definitions(submission) -> dict[str, list[ast.AST]]:
+    """The module-level statements of gil.py that bind each name: its functions and
+    classes, and its assignments (`lock = threading.Lock()`); none if the file cannot be
+    parsed."""
+    tree, found = _tree(submission), {}
+    for node in tree.body if tree is not None else []:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found.setdefault(name.id, []).append(node)
+    return found
 
 
 def _function(submission, name: str) -> ast.FunctionDef | None:
-    found = _definitions(submission).get(name)
-    return found if isinstance(found, ast.FunctionDef) else None
+    found = [node for node in _definitions(submission).get(name, [])
+             if isinstance(node, ast.FunctionDef)]
+    return found[-1] if found else None
 
 
 def _reachable(submission, name: str) -> list[ast.AST]:
-    """The function `name` and every module-level function or class it names, and
-    those they name, in turn: the code a call of `name` can run of gil.py. What the file
-    only mentions elsewhere (a tuple of names at the top, another function) is not in it."""
-    defined = _definitions(submission)
-    if not isinstance(defined.get(name), ast.FunctionDef):
+    """The function `name` and every module-level function, class or assignment it
+    names, and those they name, in turn: the code a call of `name` can run of gil.py
+    (and the module-level objects it uses, such as a lock). What the file only mentions
+    elsewhere (a tuple of names at the top, another function) is not in it."""
+    defined, function = _definitions(submission), _function(submission, name)
+    if function is None:
         return []
-    found, todo = {name}, [defined[name]]
-    for node in todo:
+    seen, todo = {id(function)}, [function]
+    for node in todo:  # a name bound twice (a wrapper of the first def) reaches both
         for inner in ast.walk(node):
-            if (isinstance(inner, ast.Name) and inner.id in defined
-                    and inner.id not in found):
-                found.add(inner.id)
-                todo.append(defined[inner.id])
+            if isinstance(inner, ast.Name):
+                for bound in defined.get(inner.id, ()):
+                    if id(bound) not in seen:
+                        seen.add(id(bound))
+                        todo.append(bound)
     return todo
 
 
@@ -117,23 +133,36 @@ _THREAD_MAKERS = frozenset({"Thread", "ThreadPoolExecutor", "ThreadPool", "start
                             "start_new"})
 
 
-def _callee(call: ast.Call) -> str | None:
+def _imported_as(submission) -> dict[str, str]:
+    """Names imported under another name (`from threading import Thread as T`)."""
+    tree = _tree(submission)
+    return {alias.asname: alias.name for node in (ast.walk(tree) if tree else ())
+            if isinstance(node, ast.ImportFrom) for alias in node.names if alias.asname}
+
+
+def _callee(call: ast.Call, aliases: dict[str, str]) -> str | None:
     func = call.func
-    return func.id if isinstance(func, ast.Name) else \
-        func.attr if isinstance(func, ast.Attribute) else None
+    if isinstance(func, ast.Name):
+        return aliases.get(func.id, func.id)
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _base_name(base: ast.expr) -> str | None:
+    return base.id if isinstance(base, ast.Name) else \
+        base.attr if isinstance(base, ast.Attribute) else None
 
 
 def _calls(submission, function: str, names: frozenset[str] | set[str]) -> bool:
     """Whether the code `function` can run (`_reachable`) calls one of `names` (as a
-    plain name or an attribute: `sleep(0)`, `time.sleep(0)`)."""
-    nodes = _reachable(submission, function)
+    plain name, imported under any name, or an attribute: `sleep(0)`, `time.sleep(0)`)."""
+    nodes, aliases = _reachable(submission, function), _imported_as(submission)
     wanted = set(names)
     if names is _THREAD_MAKERS:  # and the file's own Thread subclasses
-        wanted |= {node.name for node in _definitions(submission).values()
-                   if isinstance(node, ast.ClassDef)
-                   and any((b.id if isinstance(b, ast.Name) else getattr(b, "attr", None))
-                           in _THREAD_MAKERS for b in node.bases)}
-    return any(isinstance(inner, ast.Call) and _callee(inner) in wanted
+        wanted |= {node.name for nodes_of in _definitions(submission).values()
+                   for node in nodes_of if isinstance(node, ast.ClassDef)
+                   and any(aliases.get(_base_name(b) or "", _base_name(b)) in _THREAD_MAKERS
+                           for b in node.bases)}
+    return any(isinstance(inner, ast.Call) and _callee(inner, aliases) in wanted
                for node in nodes for inner in ast.walk(node))
 
 
