@@ -45,6 +45,18 @@ SOURCE = textwrap.dedent("""
         except ValueError as exc:
             return "caught " + str(exc)
 
+    def work_in_threads(seconds, threads):
+        def spin():
+            end = time.thread_time() + seconds
+            while time.thread_time() < end:
+                pass
+
+        started = [threading.Thread(target=spin) for _ in range(threads)]
+        for thread in started:
+            thread.start()
+        for thread in started:
+            thread.join()
+
     def spin(seconds, threads):
         for _ in range(threads):
             threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
@@ -126,3 +138,21 @@ def test_a_measured_call_counts_the_worker_s_cpu_threads_and_wall(student: Stude
     assert 0.2 <= got.cpu_s <= got.wall_s + 0.05
     assert got.threads == 3
     assert got.children == ()
+
+
+def test_a_watched_call_sees_the_threads_it_started_run_and_its_own_thread_idle(
+        student: Student) -> None:
+    """Issue 29: `watch` samples the worker's threads from `/proc` while the call runs:
+    each thread it started, with the CPU time it ran (kernel's count, as last seen), and
+    the CPU time of the thread that ran the call, which here only waits."""
+    got = student.watch("work_in_threads", 0.05, 3)
+    assert len(got.started) == 3
+    assert all(0.03 <= seen.run_s <= 0.2 and seen.at_s > 0 for seen in got.started)
+    assert got.main_cpu_s is not None and got.main_cpu_s < 0.02
+
+
+def test_a_watched_call_that_works_in_its_own_thread_starts_none(student: Student) -> None:
+    got = student.watch("spin", 0.1, 0)
+    assert got.started == ()
+    assert got.main_cpu_s is not None and got.main_cpu_s >= 0.08
+    assert student.measure("spin", 0.01, 0).main_cpu_s is None  # only a watched call

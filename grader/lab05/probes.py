@@ -17,6 +17,7 @@ import builtins
 import hashlib  # noqa: F401 - for the grader's source: loaded once, in the zygote
 import importlib
 import os
+import queue
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ _LOCK = threading.Lock
 _THREAD = threading.Thread
 _SETPROFILE = sys.setprofile
 _FRAME = sys._getframe
+_QUEUE = queue.Queue
 
 
 def _define(source: str, name: str) -> object:
@@ -245,6 +247,37 @@ def _pace(turns: list, seconds: float) -> float:
     count, started = turns[0], _CLOCK()
     _SLEEP(seconds)
     return (turns[0] - count) / (_CLOCK() - started)
+
+
+def queue_paced(student, put, producers: int, items_each: int) -> object:
+    """producer_consumer with `queue.Queue`, for the length of the call, a queue of the
+    grader's whose `put` first hands the item to the grader's callable `put` (which
+    counts it and waits before answering), one put at a time, then puts it. The names of
+    the student's module bound to `queue.Queue` (`from queue import Queue`) are swapped
+    too, and everything is put back after the call. A put after the call (a thread left
+    running) no longer asks the grader, which then reads no question it did not expect."""
+    lock, closed = _LOCK(), [False]
+
+    class Paced(_QUEUE):  # type: ignore[valid-type, misc]
+        def put(self, item, block=True, timeout=None):
+            with lock:
+                if not closed[0]:
+                    put(item if type(item) is int else None)
+            _QUEUE.put(self, item, block, timeout)
+
+    names = [name for name, value in list(student.__dict__.items()) if value is _QUEUE]
+    queue.Queue = Paced  # type: ignore[misc]
+    for name in names:
+        student.__dict__[name] = Paced
+    try:
+        return student.producer_consumer(producers, items_each)
+    finally:
+        with lock:
+            closed[0] = True
+        queue.Queue = _QUEUE  # type: ignore[misc]
+        for name in names:
+            if student.__dict__.get(name) is Paced:
+                student.__dict__[name] = _QUEUE
 
 
 def idle(student) -> None:

@@ -54,10 +54,10 @@ RACE_MIN_CPU_PER_INCREMENT = 0.8e-6
 SAFE = (4, 2500)
 SAFE_MIN_CPU_PER_INCREMENT = 2e-6
 # A put and a get on a queue.Queue, pure Python with a lock and a condition, cost CPU
-# (6 us measured here, on a slow machine): at 0.5 us, producer_consumer(*QUEUE)'s
-# 40,000 items cost at least 20 ms.
+# (6 us measured on a slow machine, 1.2 us on a busy fast one): at 0.25 us,
+# producer_consumer(*QUEUE)'s 40,000 items cost at least 10 ms in the call's threads.
 QUEUE = (4, 10_000)
-QUEUE_MIN_CPU_PER_ITEM = 0.5e-6
+QUEUE_MIN_CPU_PER_ITEM = 0.25e-6
 # Below this fraction of the work's own CPU time, the work did not run in the worker.
 MAX_OWN_CPU_SHARE = 0.35
 _LOOPS = (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -72,13 +72,107 @@ def _fresh(prefix: str = "f") -> str:
     return f"{prefix}{secrets.token_hex(6)}"
 
 
-def _function(submission, name: str) -> ast.FunctionDef | None:
+MAX_SOURCE_BYTES = 1 << 20  # as labkit.grading's analysis: a larger file is not read
+
+
+def _tree(submission) -> ast.Module | None:
+    source = submission.get("gil.py", b"")
+    if len(source) > MAX_SOURCE_BYTES:
+        return None
     try:
-        tree = ast.parse(submission["gil.py"])
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+
+
+def _definitions(submission) -> dict[str, list[ast.AST]]:
+    """The module-level statements of gil.py that bind each name: its functions and
+    classes, and its assignments (`lock = threading.Lock()`); none if the file cannot be
+    parsed."""
+    tree, found = _tree(submission), {}
+    for node in tree.body if tree is not None else []:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found.setdefault(name.id, []).append(node)
+    return found
+
+
+def _function(submission, name: str) -> ast.FunctionDef | None:
+    found = [node for node in _definitions(submission).get(name, [])
+             if isinstance(node, ast.FunctionDef)]
     return found[-1] if found else None
+
+
+def _reachable(submission, name: str) -> list[ast.AST]:
+    """The function `name` and every module-level function, class or assignment it
+    names, and those they name, in turn: the code a call of `name` can run of gil.py
+    (and the module-level objects it uses, such as a lock). What the file only mentions
+    elsewhere (a tuple of names at the top, another function) is not in it."""
+    defined, function = _definitions(submission), _function(submission, name)
+    if function is None:
+        return []
+    seen, todo = {id(function)}, [function]
+    for node in todo:  # a name bound twice (a wrapper of the first def) reaches both
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name):
+                for bound in defined.get(inner.id, ()):
+                    if id(bound) not in seen:
+                        seen.add(id(bound))
+                        todo.append(bound)
+    return todo
+
+
+# Calls that start threads: threading's and concurrent.futures' (and a class of the
+# file's own derived from one of them).
+_THREAD_MAKERS = frozenset({"Thread", "ThreadPoolExecutor", "ThreadPool", "start_new_thread",
+                            "start_new"})
+
+
+def _imported_as(submission) -> dict[str, str]:
+    """Names imported under another name (`from threading import Thread as T`)."""
+    tree = _tree(submission)
+    return {alias.asname: alias.name for node in (ast.walk(tree) if tree else ())
+            if isinstance(node, ast.ImportFrom) for alias in node.names if alias.asname}
+
+
+def _callee(call: ast.Call, aliases: dict[str, str]) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return aliases.get(func.id, func.id)
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _base_name(base: ast.expr) -> str | None:
+    return base.id if isinstance(base, ast.Name) else \
+        base.attr if isinstance(base, ast.Attribute) else None
+
+
+def _calls(submission, function: str, names: frozenset[str] | set[str]) -> bool:
+    """Whether the code `function` can run (`_reachable`) calls one of `names` (as a
+    plain name, imported under any name, or an attribute: `sleep(0)`, `time.sleep(0)`)."""
+    nodes, aliases = _reachable(submission, function), _imported_as(submission)
+    wanted = set(names)
+    if names is _THREAD_MAKERS:  # and the file's own Thread subclasses
+        wanted |= {node.name for nodes_of in _definitions(submission).values()
+                   for node in nodes_of if isinstance(node, ast.ClassDef)
+                   and any(aliases.get(_base_name(b) or "", _base_name(b)) in _THREAD_MAKERS
+                           for b in node.bases)}
+    return any(isinstance(inner, ast.Call) and _callee(inner, aliases) in wanted
+               for node in nodes for inner in ast.walk(node))
+
+
+def _calls_all(submission, function: str, *groups: frozenset[str]) -> bool:
+    return all(_calls(submission, function, group) for group in groups)
+
+
+_SLEEP = frozenset({"sleep"})
+_LOCKS = frozenset({"Lock", "RLock"})
+_QUEUES = frozenset({"Queue"})
 
 
 def _list(got) -> list:
@@ -204,23 +298,46 @@ def {name}(x):
     return h
 """
 LINGER_S = 0.3
+# The same, napping first when given `slow`: results gathered as the children finish
+# them (imap_unordered, as_completed) then come in another order than the items'.
+_SLOW_FIRST = """import time
 
 
-def _task(steps: int = TASK_STEPS, linger: float = 0.0) -> tuple[str, str, object]:
-    """A fresh task: its source, its function's name, and the function itself here."""
+def {name}(x):
+    if x == {slow}:
+        time.sleep({nap})
+    h = x
+    for _ in range({steps}):
+        h = (h * {a} + {c}) % {m}
+    return h
+"""
+SLOW_NAP_S = 0.4
+
+
+def _task(steps: int = TASK_STEPS, linger: float = 0.0,
+          slow: int | None = None) -> tuple[str, str, object]:
+    """A fresh task: its source, its function's name, and the function itself here
+    (which never naps: only the results are wanted of it)."""
     rng = np.random.default_rng()
     name = _fresh()
     a, c = (int(v) for v in rng.integers(3, 10**6, size=2))
     m = int(rng.integers(10**8, 10**9))
-    source = (_LINGERING if linger else _TASK).format(name=name, steps=steps, a=a, c=c, m=m,
-                                                      linger=linger)
+    template = _LINGERING if linger else _TASK if slow is None else _SLOW_FIRST
+    source = template.format(name=name, steps=steps, a=a, c=c, m=m, linger=linger,
+                             slow=slow, nap=SLOW_NAP_S)
+    if slow is not None:  # the same results, without the nap, here
+        source_here = _TASK.format(name=name, steps=steps, a=a, c=c, m=m)
+        namespace: dict = {}
+        exec(compile(source_here, "<task>", "exec"), namespace)  # noqa: S102 - our own text
+        return source, name, namespace[name]
     namespace: dict = {}
     exec(compile(source, "<task>", "exec"), namespace)  # noqa: S102 - our own text
     return source, name, namespace[name]
 
 
-def _in_processes(student, items: list, workers: int, steps: int = TASK_STEPS):
-    source, name, task = _task(steps)
+def _in_processes(student, items: list, workers: int, steps: int = TASK_STEPS,
+                  slow: int | None = None):
+    source, name, task = _task(steps, slow=slow)
     measured = student.measure_probe("processes_map", source, _fresh("lab05_task_"), name,
                                      items, workers, where="run_in_processes")
     return measured, [task(x) for x in items], (source, name)
@@ -233,6 +350,11 @@ def test_run_in_processes_results_in_order(student, submission):
         items = [int(v) for v in np.random.default_rng().integers(1, 10**6, size=size)]
         measured, expected, _ = _in_processes(student, items, workers, steps=100)
         assert _list(measured.result) == expected
+    # the first item's call naps SLOW_NAP_S in its child, the others take milliseconds:
+    # results taken as they are finished put it last, whatever the machine's load
+    items = [int(v) for v in np.random.default_rng().integers(1, 10**6, size=6)]
+    measured, expected, _ = _in_processes(student, items, 3, steps=100, slow=items[0])
+    assert _list(measured.result) == expected
     for workers in (0, -1):
         with pytest.raises(ValueError):
             student.run_in_processes(callback(abs, "fn"), [1, 2], workers)
@@ -407,59 +529,102 @@ def _rejects(student, name: str) -> None:
             getattr(student, name)(*args)
 
 
+def _threads_in_source(submission, function: str, *groups: frozenset[str]) -> None:
+    """The code `function` runs (`_reachable`: its body and the file's functions it
+    calls, not the rest of the file) calls what its contract names: a thread (`Thread`,
+    `ThreadPoolExecutor`...) and each of `groups`."""
+    if not _calls(submission, function, _THREAD_MAKERS):
+        fail("no_threads_in_source", function=function)
+    for group in groups:
+        if not _calls(submission, function, group):
+            fail({_SLEEP: "no_sleep_zero", _LOCKS: "no_lock", _QUEUES: "no_queue"}[group],
+                 function=function)
+
+
+WORK_TRIES = 2
+CLOCK_TICK_S = 0.01  # the process's CPU time in /proc is counted in ticks (10 ms)
+
+
+def _watched(measured):
+    """A watched Measurement, or the kit's fault if this machine's /proc did not let the
+    grader watch the worker's threads (a kernel without `schedstat`, or one whose
+    `schedstat` counts no run time at all while `/proc` shows the process's CPU time)."""
+    blind = measured.cpu_s >= 3 * CLOCK_TICK_S and not measured.main_cpu_s and not any(
+        seen.run_s for seen in measured.started)
+    if measured.main_cpu_s is None or blind:
+        kit_fault("threads_not_watched")
+    return measured
+
+
+def _work_in_threads(student, function: str, args: tuple, threads: int, floor: float,
+                     expected: int | None = None):
+    """Call `function(*args)` with its threads watched from /proc here: at least
+    `threads` threads the call started must have run, and their CPU time together
+    (each as last seen, a few ms before it ended) be at least `floor` s, the least that
+    the contract's work costs. The main thread's work does not count: a call that spins
+    there and answers with a formula started no thread. Measured again once before it
+    fails (a thread that lives under 2 ms can be missed). The threads' CPU time is the
+    larger of their samples' sum and the process's CPU time (which counts threads that
+    have ended, in clock ticks) less the main thread's and a tick."""
+    for _ in range(WORK_TRIES):
+        measured = _watched(student.watch(function, *args))
+        if expected is not None:
+            assert as_int(measured.result) == expected
+        ran = [seen for seen in measured.started if seen.run_s > 0]
+        work = max(sum(seen.run_s for seen in ran),
+                   measured.cpu_s - measured.main_cpu_s - CLOCK_TICK_S)
+        if len(ran) >= threads and work >= floor:
+            return measured
+    fail("no_thread_work", call=f"{function}{args}", seen=len(ran), threads=threads,
+         cpu=f"{work:.3f}", floor=f"{floor:.3f}", main=f"{measured.main_cpu_s or 0.0:.3f}")
+
+
 @check("racy_count.loses_updates")
 def test_racy_count_loses_updates(student, submission):
     """One thread cannot race with itself; several, handing the GIL over between the
-    read and the write, lose updates on any machine. The count is the worker's word:
-    the work behind it is the worker's CPU time, read from /proc here (one sleep(0) an
-    increment costs CPU; a formula for a plausible count costs none)."""
-    if not mentions(submission, "sleep"):
-        fail("no_sleep_zero")
+    read and the write, lose updates on any machine. The count is the worker's word, and
+    a formula gives a plausible one: the work behind it is the threads the call started,
+    seen running from /proc here, and their CPU time (one sleep(0) an increment costs
+    CPU), and racy_count's own code calls a thread and sleep."""
+    _threads_in_source(submission, "racy_count", _SLEEP)
     assert as_int(student.racy_count(1, 300)) == 300
-    for threads, increments in ((4, 2000), (2, 600)):
+    for threads, increments in ((4, 2000), (2, 600), RACE):
         _loses(student, threads, increments)
-    measured = _loses(student, *RACE, measured=True)
-    if measured.cpu_s < RACE_MIN_CPU_PER_INCREMENT * RACE[0] * RACE[1]:
-        fail("no_race_work", cpu=f"{measured.cpu_s:.3f}")
+    _work_in_threads(student, "racy_count", RACE, RACE[0],
+                     RACE_MIN_CPU_PER_INCREMENT * RACE[0] * RACE[1])
     _rejects(student, "racy_count")
 
 
 RACE_TRIES = 3
 
 
-def _loses(student, threads: int, increments: int, measured: bool = False):
-    """What `racy_count(threads, increments)` returned (with `measured`, a `Measurement`
-    of the call) once the count lost updates: below 90% of `threads * increments`, and
-    above 0. How many are lost depends on how the threads are scheduled, so a count that
-    lost none is asked again, up to `RACE_TRIES` times; a count that cannot happen fails
-    at once."""
+def _loses(student, threads: int, increments: int) -> int:
+    """What `racy_count(threads, increments)` returned once the count lost updates:
+    below 90% of `threads * increments`, and above 0. How many are lost depends on how
+    the threads are scheduled, so a count that lost none is asked again, up to
+    `RACE_TRIES` times; a count that cannot happen fails at once."""
     total, counts = threads * increments, []
     for _ in range(RACE_TRIES):
-        if measured:
-            got = student.measure("racy_count", threads, increments)
-            count = as_int(got.result)
-        else:
-            got = count = as_int(student.racy_count(threads, increments))
+        count = as_int(student.racy_count(threads, increments))
         counts.append(count)
         if not 0 < count <= total:
             break
         if count < 0.9 * total:
-            return got
+            return count
     fail("no_updates_lost", call=f"racy_count({threads}, {increments})",
          counts=", ".join(map(str, counts)), total=total)
 
 
 @check("safe_count.exact")
 def test_safe_count_exact(student, submission):
-    """Exact counts, and, as for racy_count, the CPU time of the sleeps behind them."""
-    if not (mentions(submission, "Lock") and mentions(submission, "sleep")):
-        fail("no_lock")
+    """Exact counts, and, as for racy_count, the threads behind them, seen running from
+    /proc here with the CPU time of their sleeps; safe_count's own code calls a thread,
+    a Lock and sleep."""
+    _threads_in_source(submission, "safe_count", _LOCKS, _SLEEP)
     for threads, increments in ((1, 50), (4, 400), (3, 177)):
         assert as_int(student.safe_count(threads, increments)) == threads * increments
-    measured = student.measure("safe_count", *SAFE)
-    assert as_int(measured.result) == SAFE[0] * SAFE[1]
-    if measured.cpu_s < SAFE_MIN_CPU_PER_INCREMENT * SAFE[0] * SAFE[1]:
-        fail("no_count_work", cpu=f"{measured.cpu_s:.3f}")
+    _work_in_threads(student, "safe_count", SAFE, SAFE[0],
+                     SAFE_MIN_CPU_PER_INCREMENT * SAFE[0] * SAFE[1], SAFE[0] * SAFE[1])
     _rejects(student, "safe_count")
 
 
@@ -571,19 +736,17 @@ def test_releases_gil_sleep_hashing_objects(student, submission):
 
 def _queue_work(student):
     """The sum is the worker's word, and a formula gives it: the work behind it is the
-    worker's CPU time for `QUEUE`'s items through a queue, read from /proc here. The
-    result, for the check that judges it."""
+    CPU time, seen from /proc here, of the threads the call started, for `QUEUE`'s items
+    through a queue (the main thread's does not count). The result, for the check that
+    judges it."""
     producers, each = QUEUE
-    measured = student.measure("producer_consumer", producers, each)
-    if measured.cpu_s < QUEUE_MIN_CPU_PER_ITEM * producers * each:
-        fail("no_queue_work")
-    return measured.result
+    return _work_in_threads(student, "producer_consumer", QUEUE, 1,
+                            QUEUE_MIN_CPU_PER_ITEM * producers * each).result
 
 
 @check("producer_consumer.sum")
 def test_producer_consumer_sum(student, submission):
-    if not mentions(submission, "Queue"):
-        fail("no_queue")
+    _threads_in_source(submission, "producer_consumer", _QUEUES)
     for producers, each in ((1, 1), (1, 10), (3, 100), (5, 257)):
         assert as_int(student.producer_consumer(producers, each)) == \
             producers * each * (each + 1) // 2
@@ -594,25 +757,83 @@ def test_producer_consumer_sum(student, submission):
             student.producer_consumer(*args)
 
 
+# A run the grader paces: for the length of the call, queue.Queue is a queue of the
+# grader's whose put first asks this side, which counts the item and waits PACE_S before
+# answering (one put at a time). The producers then spend PACED's puts waiting here, at
+# least PACED[0] * (PACED[1] + 1) * PACE_S, and every thread lives through most of it.
+PACED = (3, 8)
+PACE_S = 0.008
+# Meanwhile a consumer blocked in get() wakes once an item (well under 10 ms of CPU in
+# all); one that polls (get_nowait in a loop) runs all the time it is given, over 50 ms
+# even with a quarter of a core. No thread may use more than this.
+WAITING_MAX_CPU_S = 0.02
+
+
+def _paced(student):
+    """producer_consumer(*PACED) through the grader's paced queue, its threads watched
+    from /proc: the Measurement and the items the grader's queue was given (ints; None
+    for anything else, such as a sentinel)."""
+    put = []
+
+    def counted(item):
+        put.append(item)
+        time.sleep(PACE_S)
+
+    measured = student.measure_probe("queue_paced", callback(counted, "put"), *PACED,
+                                     where="producer_consumer", watch=True)
+    return _watched(measured), put
+
+
+def _through_the_queue(put: list) -> bool:
+    """Every producer's 1..items_each went through the grader's queue."""
+    producers, each = PACED
+    items = sorted(v for v in put if type(v) is int and 1 <= v <= each)
+    return items == sorted(list(range(1, each + 1)) * producers)
+
+
 @check("producer_consumer.threads_joined")
 def test_producer_consumer_threads_joined(student):
-    """After the call, the worker has only the threads it had before (seen from /proc
-    here): every producer and the consumer have ended. A thread that was joined may take
-    a moment more to leave the kernel's list, longer on a busy machine, so the list is
-    read until it is back to what it was, for up to THREADS_GONE_S; a thread that was
-    never joined is still there then. A call that did no work through a queue
-    (`_queue_work`) started no threads to join."""
+    """The producers and the consumer are threads the call starts (seen running from
+    /proc here, in the paced run, where each of them lives for most of the call, so none
+    is missed), and after the call, the worker has only the threads it had before: every
+    one of them has ended. A thread that was joined may take a moment more to leave the
+    kernel's list, longer on a busy machine, so the list is read until it is back to what
+    it was, for up to THREADS_GONE_S; a thread that was never joined is still there then.
+    A consumer run in the calling thread is one thread short."""
     before = _threads(student, 1)
     for producers, each in ((2, 50), (4, 500)):
         student.producer_consumer(producers, each)  # its sum: another check
         _joined(student, before)
-    _queue_work(student)
+    measured, put = _paced(student)
+    producers, _ = PACED
+    ran = sum(seen.run_s > 0 for seen in measured.started)
+    if ran < producers + 1:
+        fail("consumer_not_a_thread", threads=ran, wanted=producers + 1,
+             call=f"producer_consumer{PACED}")
     _joined(student, before)
 
 
+@check("producer_consumer.blocking_get")
+def test_producer_consumer_blocking_get(student, submission):
+    """While the producers wait on the grader's paced queue, a consumer blocked in get()
+    uses next to no CPU, and one that polls uses all it is given: the CPU time of each
+    thread, read from /proc here (the kernel's count), stays under WAITING_MAX_CPU_S.
+    The items must go through the grader's queue (counted here); measured again once
+    before it fails."""
+    _believable(submission)
+    for _ in range(WORK_TRIES):
+        measured, put = _paced(student)
+        assert as_int(measured.result) == PACED[0] * PACED[1] * (PACED[1] + 1) // 2
+        if not _through_the_queue(put):
+            fail("not_through_the_queue", call=f"producer_consumer{PACED}")
+        busiest = max([seen.run_s for seen in measured.started] + [measured.main_cpu_s or 0.0])
+        if busiest <= WAITING_MAX_CPU_S:
+            return
+    fail("consumer_busy_waits", cpu=f"{busiest * 1000:.0f}", wall=f"{measured.wall_s:.2f}",
+         most=f"{WAITING_MAX_CPU_S * 1000:.0f}")
+
+
 THREADS_GONE_S = 3.0
-
-
 def _joined(student, before: int) -> None:
     left = _threads(student, before)
     if left > before:

@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 
 from labkit.sandbox import codec, protocol
-from labkit.sandbox.backend import Usage, WorkerHandle
+from labkit.sandbox.backend import ThreadSeen, Usage, WorkerHandle
 from labkit.sandbox.errors import WorkerCrashed, WorkerFailure
 from labkit.sandbox.facade import Sandbox
 from labkit.sandbox.shared import Arena, SharedArray
@@ -113,13 +113,18 @@ class Measurement:
     wall time on this side's clock, the worker's CPU time during the call as the
     sandbox back end counts it (`WorkerHandle.usage`; on Linux, `/proc`'s clock ticks,
     10 ms on most kernels), and its threads and children (pids as this process sees
-    them) when the call returned."""
+    them) when the call returned. A watched call also has the CPU time of the worker's
+    own thread, the one that ran the call (`main_cpu_s`, nanoseconds on Linux), and each
+    thread the call started (`started`, see `ThreadSeen`), sampled by this side while it
+    ran."""
 
     result: Any
     wall_s: float
     cpu_s: float
     threads: int
     children: tuple[int, ...]
+    main_cpu_s: float | None = None
+    started: tuple[ThreadSeen, ...] = ()
 
 
 def _take_callbacks(fields: dict[str, Any], first: int
@@ -306,17 +311,25 @@ class Session:
         return self.once[memo]
 
     def measure(self, name: str, module: str | None, args: list, kwargs: dict,
-                probe: str | None = None) -> Measurement:
+                probe: str | None = None, watch: bool = False) -> Measurement:
         """Call `name` (or run the probe `probe`, `name` then naming the function it
-        exercises), reading the worker's usage before and after (see `Measurement`)."""
+        exercises), reading the worker's usage before and after (see `Measurement`);
+        with `watch`, also while the call runs."""
         if self.failure is None:
             self._import(module or self.sandbox.config.modules[0])
         before = self._usage(name)
+        watching = None
+        if watch:
+            assert self.worker is not None
+            watching = self.worker.watch()
         op, called = ("call", name) if probe is None else ("probe", probe)
-        result = self.request(op, name, module, name=called, args=args, kwargs=kwargs)
+        try:
+            result = self.request(op, name, module, name=called, args=args, kwargs=kwargs)
+        finally:
+            main, started = watching.finish() if watching is not None else (None, ())
         after = self._usage(name)
         return Measurement(result, self.last_call.wall_s, after.cpu_s - before.cpu_s,
-                           after.threads, after.children)
+                           after.threads, after.children, main, started)
 
     def _usage(self, where: str) -> Usage:
         if self.failure is not None:
@@ -502,11 +515,19 @@ class Student:
         """Call `name` like `student.name(...)`, measured from outside the worker."""
         return self._session.measure(name, self._module, list(args), kwargs)
 
+    def watch(self, name: str, *args: Any, **kwargs: Any) -> Measurement:
+        """`measure`, with the worker's threads also sampled from `/proc` while the call
+        runs: the CPU time of the thread that ran the call, and the threads it started
+        (`Measurement.main_cpu_s`, `Measurement.started`)."""
+        return self._session.measure(name, self._module, list(args), kwargs, watch=True)
+
     def measure_probe(self, name: str, *args: Any, where: str | None = None,
-                      **kwargs: Any) -> Measurement:
+                      watch: bool = False, **kwargs: Any) -> Measurement:
         """Run the probe `name` like `probe`, measured from outside the worker like
-        `measure`: for a student function that must be handed a worker-side callable."""
-        return self._session.measure(where or name, self._module, list(args), kwargs, probe=name)
+        `measure` (with `watch`, like `watch`): for a student function that must be
+        handed a worker-side callable."""
+        return self._session.measure(where or name, self._module, list(args), kwargs,
+                                     probe=name, watch=watch)
 
     def module(self, name: str) -> Student:
         """The same student, seen through another of the lab's modules."""

@@ -60,6 +60,29 @@ class Usage:
     children: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class ThreadSeen:
+    """A thread a worker started during a watched call (`WorkerHandle.watch`), as the
+    trusted side last saw it (on Linux, its `schedstat`, kept by the kernel): the CPU
+    time it had run, the time it had waited on the run queue for a CPU, and when that
+    was, in seconds after the watch began. The last sample may be up to a few
+    milliseconds before the thread ended (more on a busy machine), so the figures can
+    only be short of what the thread did."""
+
+    run_s: float
+    ready_s: float
+    at_s: float
+
+
+class ThreadWatch(Protocol):
+    """A worker's threads sampled by the trusted side while a call runs."""
+
+    def finish(self) -> tuple[float | None, tuple[ThreadSeen, ...]]:
+        """Stop sampling: the CPU time the worker's own thread ran meanwhile (None if
+        unknown), and each thread started meanwhile."""
+        ...
+
+
 class Deadline:
     """When the whole grading must end (a `time.monotonic()` value), or None: set by the
     grading as it goes, read by each of its workers at every wait."""
@@ -110,6 +133,11 @@ class WorkerHandle(Protocol):
 
     def usage(self) -> Usage:
         """What the worker has used so far, read by the trusted side."""
+        ...
+
+    def watch(self) -> ThreadWatch | None:
+        """Start sampling the worker's threads from outside it (None where the back end
+        cannot see them)."""
         ...
 
     @property

@@ -143,6 +143,13 @@ class WorkerHandle:
         except OSError as exc:
             raise WorkerCrashed(None, f"cannot read the worker's /proc: {exc}") from None
 
+    def watch(self) -> procfs.ThreadSampler | None:
+        """The worker's threads sampled from `/proc` while a call runs (see
+        `procfs.ThreadSampler`); None if the worker is not to be found."""
+        if self._host_pid is None:
+            self._host_pid = self.zygote.host_pid(self.pid)
+        return procfs.ThreadSampler(self._host_pid) if self._host_pid is not None else None
+
     def _deadline(self, timeout: float, since: float | None = None
                   ) -> tuple[float, WorkerFailure]:
         """When waiting ends: at `timeout` (counted from `since`, default now), or at the

@@ -8,8 +8,10 @@ runs in, the marker in its environment, and what the host's shared memory holds.
 from __future__ import annotations
 
 import os
+import threading
+import time
 
-from labkit.sandbox.backend import Usage
+from labkit.sandbox.backend import ThreadSeen, Usage
 from labkit.sandbox.linux.pids import PidsGroup
 
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
@@ -193,3 +195,55 @@ def marker_of(pid: int) -> str | None:
             return entry.split(b"=", 1)[1].decode(errors="replace")
     return None
 
+
+def schedstats(pid: int) -> dict[int, tuple[int, int]]:
+    """{tid: (ns run, ns waited on the run queue)} of process `pid`'s threads now."""
+    found: dict[int, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as handle:
+                fields = handle.read().split()
+            found[int(tid)] = (int(fields[0]), int(fields[1]))
+        except (OSError, IndexError, ValueError):
+            continue  # ended in the meantime
+    return found
+
+
+class ThreadSampler:
+    """Samples a worker's threads from `/proc` every `INTERVAL_S` while a call runs, in
+    a thread of this process (the worker cannot see or change it): a `ThreadWatch`."""
+
+    INTERVAL_S = 0.002
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.before = pid, schedstats(pid)
+        self.seen: dict[int, tuple[int, int, float]] = {}
+        self.stop = threading.Event()
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=self._run, name="labkit-watch", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.INTERVAL_S):
+            self._sample()
+
+    def _sample(self) -> dict[int, tuple[int, int]]:
+        now, stats = time.perf_counter() - self.started, schedstats(self.pid)
+        for tid, (run, ready) in stats.items():
+            if tid not in self.before:
+                self.seen[tid] = (run, ready, now)
+        return stats
+
+    def finish(self) -> tuple[float | None, tuple[ThreadSeen, ...]]:
+        self.stop.set()
+        self.thread.join()
+        after = self._sample()
+        main = None
+        if self.pid in self.before and self.pid in after:
+            main = (after[self.pid][0] - self.before[self.pid][0]) / 1e9
+        return main, tuple(ThreadSeen(run / 1e9, ready / 1e9, at)
+                           for run, ready, at in self.seen.values())
