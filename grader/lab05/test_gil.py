@@ -649,6 +649,10 @@ _CALLS = {
     "loop": (False, "[i * i for i in range(N)]", "", "[i * i for i in range({size})]"),
     "object_array": (False, "object_array * 3", "data = np.arange(200_000, dtype=object)",
                      "data * 3 + {cut}"),
+    # a C call that waits holding the GIL: no CPU time, so no answer read off the call's
+    # CPU time against its wall time can be right about it, whatever the machine's load
+    "c_sleep": (False, "a C sleep that keeps the GIL (ctypes.PyDLL)",
+                "import ctypes\ndata = ctypes.PyDLL(None).usleep", "data({micro})"),
 }
 CALL_S = 0.05
 WINDOW_S = 0.025  # the grader's helper's pace is read in sleeps this long around the call
@@ -673,7 +677,8 @@ def _call_source(kind: str) -> tuple[str, str]:
     rng = np.random.default_rng()
     constants = {"seed": secrets.randbelow(1000), "cut": int(rng.integers(1, 256)),
                  "size": int(rng.integers(550_000, 650_000)),
-                 "short": f"{rng.uniform(0.004, 0.006):.4f}"}
+                 "short": f"{rng.uniform(0.004, 0.006):.4f}",
+                 "micro": int(rng.integers(4000, 6000))}
     setup = setup.replace("data", data).format(**constants)
     body = body.replace("data", data).format(**constants)
     source = (f"import time, hashlib, zlib\nimport numpy as np\n{setup}\n\n\n"
@@ -723,12 +728,12 @@ def _judge_releases(student, submission, kinds: tuple[str, ...]) -> None:
 
 @check("releases_gil.numpy_and_compression")
 def test_releases_gil_numpy_and_compression(student, submission):
-    _judge_releases(student, submission, ("sort", "sum_range", "zlib", "loop"))
+    _judge_releases(student, submission, ("sort", "sum_range", "zlib", "loop", "c_sleep"))
 
 
 @check("releases_gil.sleep_hashing_objects")
 def test_releases_gil_sleep_hashing_objects(student, submission):
-    _judge_releases(student, submission, ("sleep", "object_array", "sha256"))
+    _judge_releases(student, submission, ("sleep", "object_array", "sha256", "c_sleep"))
 
 
 # --- producer_consumer -----------------------------------------------------------------------
