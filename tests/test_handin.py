@@ -68,7 +68,7 @@ def test_the_batch_grades_the_files_and_names_each_receipt_that_claims_another_g
     _handin(subs, "alice", solution, receipt(solution, LAB02_FULL))  # honest
     _handin(subs, "bob", stub, receipt(stub, LAB02_FULL))  # a receipt edited by hand
     _handin(subs, "carol", stub, receipt(solution, LAB02_FULL))  # files changed after submit
-    _handin(subs, "dave", stub, receipt(stub, LAB02_FULL, "0.0.1"))  # an older kit's grade
+    _handin(subs, "dave", stub, receipt(stub, LAB02_FULL, "0.0.1\x1b[2J"))  # an older kit
     _handin(subs, "erin", solution, b"[" * 3000 + b"]" * 1000)  # not a receipt: ignored
     summary = batch.grade_many(LAB02, subs, tmp_path / "out", jobs=2)
     assert (summary.graded, summary.errors) == (5, 0)
@@ -77,6 +77,10 @@ def test_the_batch_grades_the_files_and_names_each_receipt_that_claims_another_g
     assert "same files and same labkit" in why["bob"]
     assert "not the ones the receipt was made for" in why["carol"]
     assert "the receipt with labkit 0.0.1" in why["dave"]
+    from labkit.cli.instructor import _batch_notes
+
+    shown = "\n".join(_batch_notes(summary))  # the receipt's bytes, escaped on a terminal
+    assert "\x1b" not in shown and "0.0.1\\x1b[2J" in shown
     full = f"{LAB02_FULL:g}/{LAB02_FULL:g}"
     assert all(f"the receipt says {full}, the official grade is 0/" in text
                for text in why.values())

@@ -137,7 +137,7 @@ def _batch_notes(summary: BatchSummary) -> list[str]:
     if summary.receipts:
         lines.append(f"{len(summary.receipts)} hand-ins' receipts (labkit submit) claim "
                      "another grade than the official one:")
-        lines += [f"  {textsafe.shown(student)}: {why}"
+        lines += [f"  {textsafe.shown(student)}: {textsafe.shown(why)}"
                   for student, why in summary.receipts[:MAX_LISTED]]
     if summary.missing:
         lines.append(f"{len(summary.missing)} students on the roster sent nothing: "

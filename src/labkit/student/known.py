@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from labkit import settings
@@ -31,8 +32,12 @@ def state_dir(environ: dict[str, str] | None = None) -> Path:
     chosen = settings.get(settings.STATE_DIR, env)
     if chosen:
         return Path(chosen)
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "labkit"
+    if env.get("XDG_STATE_HOME"):
+        return Path(env["XDG_STATE_HOME"]) / "labkit"
+    try:
+        return Path.home() / ".local" / "state" / "labkit"
+    except RuntimeError:  # no home folder to be found: remember nothing, fail nothing
+        return Path(tempfile.gettempdir()) / "labkit-state"
 
 
 def _read() -> dict[str, list[str]]:
