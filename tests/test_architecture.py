@@ -11,8 +11,10 @@
 - One place for the operating system: names only Linux has (`/proc`, `prctl`, memfds,
   fd passing, `fcntl`, `resource`, `os.fork`, `SIGKILL`...) appear only in the Linux
   back end (`labkit.sandbox.linux`), the fork server beside student code
-  (`labkit.sandbox.child.forkserver`) and `labkit.platform`'s wrappers; outside the
-  sandbox, nothing imports the Linux back end but through the back-end interface.
+  (`labkit.sandbox.child.forkserver`), the workers' limits (`labkit.sandbox.child.limits`)
+  and `labkit.platform`'s wrappers; outside the sandbox, nothing imports the Linux back
+  end but through the back-end interface, and the portable back end takes only its
+  sealed memfd.
 """
 
 from __future__ import annotations
@@ -195,7 +197,10 @@ def test_what_labkit_grade_loads_before_it_asks_its_daemon_is_light():
 
 # Where names only Linux has may appear: the Linux back end, the fork server, and the one
 # module of portable wrappers (the number of usable cores, a kill, a file lock...).
-LINUX_PLACES = ("labkit.sandbox.linux", "labkit.sandbox.child.forkserver", "labkit.platform")
+# `labkit.sandbox.child.limits` is the workers' side of `platform`: the child imports
+# nothing of the trusted side, and sets POSIX limits on itself where `resource` exists.
+LINUX_PLACES = ("labkit.sandbox.linux", "labkit.sandbox.child.forkserver",
+                "labkit.sandbox.child.limits", "labkit.platform")
 LINUX_ATTRIBUTES = {"prctl", "memfd_create", "MFD_CLOEXEC", "MFD_ALLOW_SEALING", "F_ADD_SEALS",
                     "SOCK_SEQPACKET", "send_fds", "recv_fds", "SCM_RIGHTS", "pipe2",
                     "SO_PEERCRED", "sched_getaffinity", "SIGKILL", "pidfd_open", "waitid"}
@@ -276,6 +281,18 @@ def test_outside_the_sandbox_only_the_back_end_interface_is_used():
              if not name.startswith("labkit.sandbox") and name not in LINUX_IMPORT_ALLOWED
              for dep in sorted(deps) if dep.startswith("labkit.sandbox.linux")]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_portable_back_end_takes_only_the_sealed_memfd_from_linuxs():
+    """Where a system has memfds, the portable back end's shared memory is one (sealed,
+    so a worker cannot shrink it under the grader); nothing else of the Linux back end."""
+    taken = {dep for name, deps in GRAPH.items() if name.startswith("labkit.sandbox.portable")
+             for dep in deps if dep.startswith("labkit.sandbox.linux")}
+    assert taken == {"labkit.sandbox.linux.memfd"}
+
+
+def test_the_portable_worker_imports_nothing_of_the_fork_server():
+    assert not {"labkit.sandbox.child.forkserver"} & GRAPH["labkit.sandbox.child.portable"]
 
 
 def test_the_workers_call_loop_stands_alone_from_the_fork_server():

@@ -17,9 +17,9 @@ import pytest
 from labkit.engine.proxy import MAX_CALLBACKS, Session, Student
 from labkit.grading import callback
 from labkit.sandbox.backend import SandboxConfig
+from labkit.sandbox.calls import MAX_STRETCH
 from labkit.sandbox.errors import WorkerCrashed, WorkerTimeout
 from labkit.sandbox.facade import Sandbox
-from labkit.sandbox.linux.handle import MAX_STRETCH
 
 SOURCE = textwrap.dedent("""
     import threading, time

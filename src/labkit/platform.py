@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 from typing import IO
 
 # The signal that ends a process without giving it a say. Windows' `signal` lacks the
@@ -59,3 +60,53 @@ def become_subreaper() -> None:
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def new_process_group() -> dict[str, object]:
+    """`subprocess.Popen` arguments that start a process in a group of its own, so that
+    it and what it starts can be ended together (`kill_group`) and a Ctrl-C at the
+    terminal reaches the grader, never the student's code directly."""
+    if sys.platform == "win32":
+        import subprocess
+
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def kill_group(pid: int) -> None:
+    """End the process group that process `pid` leads (POSIX; a no-op on Windows,
+    where a Job Object holds the tree instead)."""
+    if os.name != "nt":
+        try:
+            os.killpg(pid, KILL_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def is_root() -> bool:
+    """Whether this process has the POSIX superuser's rights (never on Windows, where an
+    administrator's rights are not asked for by the kit)."""
+    return os.name != "nt" and os.geteuid() == 0
+
+
+def readable(fd: int, timeout: float) -> bool:
+    """Whether the pipe `fd` has bytes to read (or its writer has closed it) within
+    `timeout` seconds: a read then does not block. POSIX waits in `select`; Windows,
+    whose `select` takes only sockets, asks the pipe how much it holds, every few ms."""
+    if sys.platform != "win32":
+        import select
+
+        return bool(select.select([fd], [], [], timeout)[0])
+    import ctypes
+    import msvcrt
+    import time
+
+    peek = ctypes.WinDLL("kernel32", use_last_error=True).PeekNamedPipe
+    handle, held = msvcrt.get_osfhandle(fd), ctypes.c_uint32(0)
+    deadline = time.monotonic() + timeout
+    while True:
+        if not peek(handle, None, 0, None, ctypes.byref(held), None) or held.value:
+            return True  # bytes, or a broken pipe: the read says which
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)

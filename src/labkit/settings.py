@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-ISOLATION = "LABKIT_ISOLATION"  # auto | bwrap | process
+ISOLATION = "LABKIT_ISOLATION"  # auto | bwrap | process | portable
 DAEMON = "LABKIT_DAEMON"  # 0: never leave a grading daemon behind
 DAEMON_IDLE = "LABKIT_DAEMON_IDLE"  # seconds an idle daemon waits before it exits
 RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live

@@ -45,8 +45,10 @@ from labkit.classroom.gradebook import FILE_NAME, Gradebook, Previous
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.errors import EnglishError
 from labkit.results import LabResult, Status
-from labkit.sandbox import protocol
+from labkit.sandbox import levels, protocol
 from labkit.sandbox.backend import ONE_MATH_THREAD
+from labkit.sandbox.errors import IsolationError
+from labkit.sandbox.facade import isolation_level
 from labkit.student import handin
 
 DEFAULT_OUT = Path("labkit-out")
@@ -54,6 +56,9 @@ GRADEBOOK_NAME = FILE_NAME
 STARTUP_LIMIT = 180.0  # s for a grading process to import, collect and get ready
 WALL_SLACK = 15.0  # s beyond the lab's own limits before a grading is cut off
 NO_ISOLATION = "none"  # the isolation recorded when nothing of the student's ran
+# The least a class is graded in: student code that cannot leave its processes behind
+# or outlive the grading (the portable level may; see `labkit doctor`).
+NEEDED_ISOLATION = "process"
 
 
 class BatchError(EnglishError):
@@ -148,6 +153,19 @@ def grader_key(lab: LabSpec, lang: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def _refuse_weak_isolation(accepted: str | None) -> None:
+    """`BatchError` if the grading processes would get a level under `NEEDED_ISOLATION`
+    that the instructor did not accept by name (none at all: each grading says why)."""
+    try:
+        level = isolation_level()
+    except IsolationError:
+        return
+    try:
+        levels.require(level, NEEDED_ISOLATION, accepted, "a class's grading")
+    except IsolationError as exc:
+        raise BatchError(str(exc)) from None
+
+
 def grade_many(
     lab: LabSpec,
     submissions_dir: Path,
@@ -164,6 +182,7 @@ def grade_many(
     layout: str = "auto",
     roster: Path | None = None,
     pool: PoolFactory | None = None,
+    accept_isolation: str | None = None,
 ) -> BatchSummary:
     """Grade every entry of `submissions_dir` into the gradebook under `out`.
 
@@ -171,7 +190,8 @@ def grade_many(
     (student, result) after each grading is recorded (e.g. another gradebook).
     `layout` is how the download is laid out (`labkit.classroom.layouts`; "auto" tells
     by its names); `roster` (an LMS's CSV) names the students and lists who sent nothing.
-    `pool` makes where the gradings run (default: `jobs` local grading processes).
+    `pool` makes where the gradings run (default: `jobs` local grading processes), which
+    refuse an isolation weaker than `NEEDED_ISOLATION` unless it is `accept_isolation`.
     """
     started = time.monotonic()
     submissions_dir, out = Path(submissions_dir), Path(out)
@@ -185,6 +205,7 @@ def grade_many(
         raise BatchError("--jobs must be at least 1")
     if pool is None:  # here, a lab that times its checks grades one per core at most
         jobs = jobs_for(lab, jobs)
+        _refuse_weak_isolation(accept_isolation)
     emit = on_event or (lambda _event: None)
     out.mkdir(parents=True, exist_ok=True)
     found = layouts.discover(submissions_dir, lab, layout)

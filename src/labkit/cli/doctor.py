@@ -13,7 +13,8 @@ from labkit.cli.common import LANG_OPTION
 
 # The isolation module's reasons, as a student may read them.
 _REASONS = ("auto: bwrap is installed", "requested",
-            "auto: bwrap not found on PATH (Debian/Ubuntu package: bubblewrap)")
+            "auto: bwrap not found on PATH (Debian/Ubuntu package: bubblewrap)",
+            "auto: this system has no Linux sandbox")
 
 
 def _reason(reason: str, lang: str) -> str:
@@ -66,7 +67,8 @@ def report(value: str | None = None, lang: str = "en") -> list[tuple[str, str]]:
 
 
 @click.command("doctor")
-@click.option("--isolation", "mode", type=click.Choice(["auto", "bwrap", "process"]), default=None,
+@click.option("--isolation", "mode", type=click.Choice(["auto", "bwrap", "process", "portable"]),
+              default=None,
               help="Check this isolation (default: $LABKIT_ISOLATION, else auto).")
 @LANG_OPTION
 def doctor(mode: str | None, lang: str) -> None:

@@ -63,9 +63,13 @@ def _chosen_isolation() -> str:
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Grade on this Dask cluster (tls://HOST:PORT, or tcp://127.0.0.1:PORT; "
               "default: $LABKIT_SCHEDULER, else here). Needs labkit[dask].")
+@click.option("--accept-isolation", "accept", type=click.Choice(["portable"]), default=None,
+              help="Grade even where only this isolation is to be had, weaker than a "
+              "class's grading needs (see labkit doctor).")
 def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: float | None,
           regrade: bool, lang: str, nbgrader_db: str | None, layout: str,
-          roster: Path | None, compare: bool, scheduler: str | None) -> None:
+          roster: Path | None, compare: bool, scheduler: str | None,
+          accept: str | None) -> None:
     """Grade a class: SUBMISSIONS is an LMS's download (Canvas, Moodle, Gradescope) or
     a folder holding one folder or .zip per student.
 
@@ -93,7 +97,8 @@ def batch(lab_id: str, submissions: Path, jobs: int | None, out: Path, timeout: 
     try:
         summary = batching.grade_many(lab, submissions, out, jobs=jobs, timeout=timeout,
                                       regrade=regrade, lang=lang, on_event=show,
-                                      layout=layout, roster=roster, pool=pool)
+                                      layout=layout, roster=roster, pool=pool,
+                                      accept_isolation=accept)
     finally:
         show.close()
     if jobs is not None and summary.jobs < jobs:

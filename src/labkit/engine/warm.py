@@ -104,10 +104,11 @@ class Cancel:
         now = time.monotonic()
         plugin._grading.deadline = min(plugin._grading.deadline, now)
         plugin._grading.sandbox.deadline = now
-        if frame is not None and frame.f_code is protocol.wait_code():
+        backend = plugin._grading.sandbox.backend
+        if frame is not None and frame.f_code in backend.blocking:
             caller = frame.f_back
-            waits = plugin._grading.sandbox.backend.waits
-            for _ in range(4):
+            waits = backend.waits
+            for _ in range(6):
                 if caller is None:
                     break
                 if caller.f_code in waits:

@@ -28,6 +28,8 @@ from labkit.errors import EnglishError, LabkitError
 from labkit.fsutil import write_atomic
 from labkit.interop import gradescope
 from labkit.results import LabResult
+from labkit.sandbox import levels
+from labkit.sandbox.facade import isolation_level
 from labkit.sandbox.linux import procfs
 from labkit.sandbox.linux.isolation import SANDBOX_UID
 
@@ -53,6 +55,7 @@ def run(lab: LabSpec, where: Path, lang: str = "en") -> Path:
         os.chmod(results, 0o755)
         # without user namespaces (process mode), the student's code runs as 65534
         settings.put(settings.PROCESS_NOBODY, "1")
+    levels.require(isolation_level(), "process", None, "the Gradescope autograder")
     platform.become_subreaper()
     result = _grade(lab, where, lang)
     reap_descendants()

@@ -183,6 +183,12 @@ class Backend(Protocol):
         the grading (`labkit.engine.warm.Cancel`), ends that wait as a timeout."""
         ...
 
+    @property
+    def blocking(self) -> frozenset[CodeType]:
+        """The code in which a wait for a worker blocks (the innermost frame then): only
+        there is it safe to end the wait by raising `protocol.ChannelTimeout`."""
+        ...
+
     def start(self) -> None:
         """Start without waiting, so that its start-up overlaps the grader's imports."""
         ...
@@ -200,14 +206,6 @@ class Backend(Protocol):
         """A fresh worker for the job `config`, in a new folder holding only its files
         (with `module`, importing it first, its reply read like a request's);
         `SandboxFailure` if none can be started, even after a restart."""
-        ...
-
-    def stop_worker(self, pid: int, generation: int | None = None) -> dict[str, Any]:
-        """End worker `pid` and all it started; how it ended."""
-        ...
-
-    def release_worker(self, pid: int, generation: int) -> None:
-        """End worker `pid` and all it started, without waiting."""
         ...
 
     def outlived(self, generations: set[int]) -> bool:

@@ -8,26 +8,36 @@ the daemon): `open_backend` picks it, `isolation_level` names the level it would
 
 from __future__ import annotations
 
+from labkit.sandbox import levels
 from labkit.sandbox.backend import Backend, Deadline, SandboxConfig, WorkerHandle
 from labkit.sandbox.errors import KitFault, SandboxFailure
-from labkit.sandbox.linux import isolation as linux_isolation
 
 
 def open_backend(isolation: str | None = None) -> Backend:
-    """A back end, not started, for the requested level (`auto`, `bwrap`, `process`;
-    None: `$LABKIT_ISOLATION`, else `auto`); `IsolationError` if it cannot be had here."""
-    from labkit.sandbox.linux.zygote import Zygote  # here: naming a level needs none of it
+    """A back end, not started, for the requested level (`auto`, `bwrap`, `process`,
+    `portable`; None: `$LABKIT_ISOLATION`, else `auto`); `IsolationError` if it cannot
+    be had here. Each back end is imported only when chosen."""
+    portable = levels.portable_reason(isolation)
+    if portable is not None:
+        from labkit.sandbox.portable.backend import PortableBackend
+
+        return PortableBackend(portable)
+    from labkit.sandbox.linux.zygote import Zygote
 
     return Zygote(isolation)
 
 
 def requested_isolation(value: str | None = None) -> str:
     """The level asked for: `value`, else `$LABKIT_ISOLATION`, else `auto`."""
-    return linux_isolation.requested(value)
+    return levels.requested(value)
 
 
 def isolation_level(value: str | None = None) -> str:
     """The level a back end opened now for `value` would use; `IsolationError` if none."""
+    if levels.portable_reason(value) is not None:
+        return "portable"
+    from labkit.sandbox.linux import isolation as linux_isolation
+
     return linux_isolation.choose(value).mode
 
 

@@ -25,6 +25,7 @@ import select
 import struct
 import time
 from itertools import accumulate
+from types import CodeType
 from typing import Any
 
 MAX_MESSAGE = 64 * 1024 * 1024  # one reply may carry large arrays, but not unbounded
@@ -155,7 +156,7 @@ def _wait(fd: int, deadline: float | None, write: bool = False) -> None:
         raise ChannelTimeout()
 
 
-def wait_code() -> object:
+def wait_code() -> CodeType:
     """The code of the one place a channel blocks (for a handler that must tell a wait
     from anything else, see `labkit.engine.warm.Cancel`)."""
     return _wait.__code__
@@ -201,8 +202,8 @@ class Reader:
 
     def read(self, deadline: float | None = None) -> Message:
         """The next message; `deadline` is a `time.monotonic()` value or None to wait."""
-        while (message := self._take()) is None:
-            self._add(self._chunk(deadline))
+        while (message := self.take()) is None:
+            self.add(self._chunk(deadline))
         return message
 
     def read_ready(self) -> list[Message]:
@@ -210,27 +211,30 @@ class Reader:
         the messages now complete (perhaps none). `ChannelClosed` once the sender has
         closed its end."""
         try:
-            chunk = os.read(self.fd, self._wanted())
+            chunk = os.read(self.fd, self.wanted())
         except BlockingIOError:
             return []
         if not chunk:
             raise ChannelClosed()
-        self._add(chunk)
+        self.add(chunk)
         messages = []
-        while (message := self._take()) is not None:
+        while (message := self.take()) is not None:
             messages.append(message)
         return messages
 
-    def _wanted(self) -> int:
+    def wanted(self) -> int:
+        """How many bytes the next read should ask for."""
         if self._size is None:
             return _FIRST_READ
         return min(_LEN.size + self._size - self._have, _READ_SIZE)
 
-    def _add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> None:
+        """Bytes read from the channel by the caller (where the system cannot wait on
+        the descriptor, a thread reads it); see `take`."""
         self._chunks.append(chunk)
         self._have += len(chunk)
 
-    def _take(self) -> Message | None:
+    def take(self) -> Message | None:
         """The first message of what was read, if it is all there."""
         if self._size is None:
             if self._have < _LEN.size:
@@ -253,7 +257,7 @@ class Reader:
         while True:
             _wait(self.fd, deadline)
             try:
-                chunk = os.read(self.fd, self._wanted())
+                chunk = os.read(self.fd, self.wanted())
             except BlockingIOError:
                 continue
             if not chunk:

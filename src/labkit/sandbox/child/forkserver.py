@@ -48,6 +48,8 @@ from importlib.machinery import (
 from typing import Any, NamedTuple
 
 from labkit.sandbox import codec, protocol
+from labkit.sandbox.child import limits
+from labkit.sandbox.child.files import write_files
 from labkit.sandbox.child.worker import Worker, load_probes
 
 MAX_PRECOMPILED = 256 * 1024  # bytes of one source file the zygote compiles for its workers
@@ -100,16 +102,6 @@ def _drop_privileges(uid: int, sandboxed: bool = True) -> None:
         raise SystemExit("labkit.sandbox.child.forkserver: could not drop privileges")
 
 
-def _limit(name: str, value: int) -> tuple[int, tuple[int, int]]:
-    """The `setrlimit` arguments that lower limit `name` to `value` (never above the
-    hard limit), and the hard limit with it so that the student's code cannot raise it."""
-    kind = getattr(resource, name)
-    _, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    return kind, (value, hard if hard != resource.RLIM_INFINITY else value)
-
-
 def _read_bundle(fd: int) -> tuple[dict[str, bytes], tuple[str, bytes] | None]:
     """The job's files (and probe source) from the sealed memfd the grader sent: one
     framed message, the files' names in its header and their contents as its blobs."""
@@ -145,15 +137,7 @@ def _new_workdir(scratch: str) -> str:
 def _make_workdir(scratch: str, files: dict[str, bytes]) -> str:
     """A new directory holding only the job's files."""
     workdir = _new_workdir(scratch)
-    for rel, data in files.items():
-        parts = rel.split("/")
-        if rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise ValueError(f"bad file name {rel!r}")
-        target = os.path.join(workdir, *parts)
-        if len(parts) > 1:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "xb") as handle:
-            handle.write(data)
+    write_files(workdir, files)
     return workdir
 
 
@@ -277,7 +261,7 @@ def _setup(job: dict[str, Any], workdir: str, files: dict[str, bytes]) -> _Setup
             _FINDERS[folder] = FileFinder(folder, *_LOADERS)
     key = json.dumps(job.get("limits", {}), sort_keys=True)
     if key not in _LIMITS:
-        _LIMITS[key] = tuple(_limit(name, int(value))
+        _LIMITS[key] = tuple(limits.limit(name, int(value))
                              for name, value in job.get("limits", {}).items())
     if not _STREAMS:
         # Unbuffered, as with `python -u`: a worker is killed, never flushed, at the end.
@@ -313,8 +297,8 @@ def _child(setup: _Setup, job: dict[str, Any], probes: Any, rfd: int, wfd: int,
     os.chdir(setup.workdir)
     sys.path[:0] = setup.folders
     sys.path_importer_cache.update(setup.finders)
-    for kind, limits in setup.limits:
-        resource.setrlimit(kind, limits)
+    for kind, values in setup.limits:
+        resource.setrlimit(kind, values)
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)  # `_signal`: no enum conversions
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     Worker(job["modules"], probes, dict(setup.specs)).serve(rfd, wfd, job["import"])

@@ -57,14 +57,16 @@ def _describe_exception(exc: BaseException) -> dict[str, Any]:
 
     All of it runs the student's code (`__str__`, and a metaclass can make `__mro__`
     or `__qualname__` anything), so it runs under an alarm of `DESCRIBE_SECONDS`
-    (`_signal`'s own functions: the student may have replaced `signal`'s); what was
-    not found in time is left out. The call's timeout still bounds a description that
-    catches the alarm too.
+    (`_signal`'s own functions: the student may have replaced `signal`'s; Windows has
+    no alarm); what was not found in time is left out. The call's timeout still bounds
+    a description that catches the alarm too.
     """
     described = {"type": _type_name(exc), "builtin": None, "message": "<unprintable>"}
-    previous = _signal.signal(_signal.SIGALRM, _too_slow)
+    alarm = hasattr(_signal, "setitimer")  # Windows has none: the call's timeout bounds it
+    previous = _signal.signal(_signal.SIGALRM, _too_slow) if alarm else None
     try:
-        _signal.setitimer(_signal.ITIMER_REAL, DESCRIBE_SECONDS)
+        if alarm:
+            _signal.setitimer(_signal.ITIMER_REAL, DESCRIBE_SECONDS)
         described["type"] = str(type(exc).__qualname__)[:MAX_EXCEPTION_TEXT]
         described["builtin"] = next(
             (
@@ -78,8 +80,9 @@ def _describe_exception(exc: BaseException) -> dict[str, Any]:
     except (Exception, _TooSlow):  # a student's __str__ may itself raise, or never end
         pass
     finally:
-        _signal.setitimer(_signal.ITIMER_REAL, 0)
-        _signal.signal(_signal.SIGALRM, previous)
+        if alarm:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.signal(_signal.SIGALRM, previous)
     return described
 
 
@@ -163,10 +166,12 @@ class Worker:
             "writeable": bool(plain.flags.writeable) if plain is not None else None,
         }
 
-    def serve(self, rfd: int, wfd: int, first: str | None = None) -> None:
+    def serve(self, rfd: int, wfd: int, first: str | None = None,
+              reader: protocol.Reader | None = None) -> None:
         """Answer requests until the grader hangs up; `first`: import it before any
-        request, answering as if it had been the first one."""
-        self.reader, self.wfd = protocol.Reader(rfd), wfd
+        request, answering as if it had been the first one. `reader`: the request
+        channel's, if messages were read from it already (it may hold the next)."""
+        self.reader, self.wfd = reader or protocol.Reader(rfd), wfd
         codec.serve_callbacks(lambda ident: _Callback(self.call_back, ident))
         if first is not None:
             self.answer({"op": "import", "module": first, "id": 1}, [], wfd)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from labkit import settings
+from labkit.sandbox import levels
 from labkit.sandbox.errors import IsolationError
 from labkit.sandbox.linux import pids
 
@@ -63,10 +64,11 @@ class Isolation:
 
 
 def requested(value: str | None = None) -> str:
-    """The requested mode: `value`, else `$LABKIT_ISOLATION`, else `auto`."""
-    mode = (value or settings.get(ENV_VAR) or "auto").strip().lower()
+    """The requested mode: `value`, else `$LABKIT_ISOLATION`, else `auto`; one of this
+    back end's (`IsolationError` for `portable`: the facade gives that one)."""
+    mode = levels.requested(value)
     if mode not in MODES:
-        raise IsolationError(f"unknown isolation {mode!r} (expected one of: {', '.join(MODES)})")
+        raise IsolationError(f"{mode} isolation is not the Linux back end's")
     return mode
 
 
@@ -77,7 +79,7 @@ def choose(value: str | None = None) -> Isolation:
     earlier in this process; an explicit `bwrap` raises `IsolationError` instead.
     """
     mode = requested(value)
-    source = f"{ENV_VAR}={mode}" if not value and settings.get(ENV_VAR) else f"isolation={mode}"
+    source = levels.source(value)
     if mode == "process":
         return Isolation("process", f"requested ({source})")
     path = shutil.which("bwrap")

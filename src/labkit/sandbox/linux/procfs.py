@@ -17,6 +17,11 @@ from labkit.sandbox.linux.pids import PidsGroup
 MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 
 
+def mounted() -> bool:
+    """Whether `/proc` shows this process (a container may not mount it)."""
+    return os.path.isdir(f"/proc/{os.getpid()}")
+
+
 def usage(pid: int) -> Usage:
     """What process `pid` has used so far (see `Usage`): CPU time in clock ticks (10 ms
     on most kernels), its threads, and its children. `OSError` if it is gone."""

@@ -58,8 +58,8 @@ class Zygote:
     cannot start a sandbox here.
     """
 
-    waits = frozenset({WorkerHandle.receive.__code__, WorkerHandle.send.__code__,
-                       WorkerHandle.answer.__code__})
+    waits = WorkerHandle.waits
+    blocking = frozenset({protocol.wait_code()})
 
     def __init__(self, isolation: str | None = None) -> None:
         self.requested = isolation_mod.requested(isolation)

@@ -1,0 +1,264 @@
+"""The portable back end (issue 28): a worker per check started with `subprocess`, on any
+system. These tests run it on Linux, as CI can; `.github/workflows/portable.yml` runs
+them on macOS and Windows for those who have such runners."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+from kit import REPO, TESTS, solution_files
+
+from labkit.course.catalogue import get_lab, lab_checks
+from labkit.sandbox import codec, levels
+from labkit.sandbox.backend import SandboxConfig
+from labkit.sandbox.errors import IsolationError, WorkerCrashed, WorkerTimeout
+from labkit.sandbox.facade import Sandbox, isolation_level, open_backend
+from labkit.sandbox.output import OUTPUT_KEEP
+from labkit.sandbox.portable.arena import make_arena
+from labkit.sandbox.portable.backend import PortableBackend
+from labkit.sandbox.shared import Arena
+
+CODE = b'''
+import os, subprocess, sys, time
+def double(x):
+    print("doubling", x)
+    return 2 * x
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return True
+def nap(seconds):
+    time.sleep(seconds)
+def leave_a_child():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]).pid
+def flood(n):
+    for _ in range(n):
+        sys.stdout.write("x" * 1000)
+def scale(a):
+    a *= 2
+def bye():
+    os._exit(3)
+'''
+
+
+def config(**extra) -> SandboxConfig:
+    return SandboxConfig(files={"student.py": CODE}, modules=("student",),
+                         isolation="portable", **extra)
+
+
+def call(worker, name: str, *args, timeout: float = 10.0):
+    blobs: list[bytes] = []
+    header = {"op": "call", "name": name, "args": codec.encode_value(list(args), blobs)}
+    reply, reply_blobs = worker.request(header, blobs, timeout)
+    assert "ok" in reply, reply
+    return codec.decode_value(reply["ok"], reply_blobs)
+
+
+@pytest.fixture
+def sandbox():
+    with Sandbox(config()) as box:
+        yield box
+
+
+def test_the_portable_level_is_asked_for_by_name_and_said():
+    assert isolation_level("portable") == "portable"
+    assert isinstance(open_backend("portable"), PortableBackend)
+    assert PortableBackend().describe().name == "portable"
+
+
+def test_elsewhere_auto_is_portable_and_a_linux_level_is_refused(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert levels.portable_reason("auto") == "auto: this system has no Linux sandbox (darwin)"
+    with pytest.raises(IsolationError, match="needs Linux"):
+        levels.portable_reason("bwrap")
+    assert levels.at_least("bwrap", "process") and not levels.at_least("portable", "process")
+
+
+def test_a_worker_answers_prints_and_is_measured_from_outside(sandbox):
+    worker = sandbox.spawn("student")
+    worker.receive(10)
+    assert call(worker, "double", 21) == 42
+    assert "doubling 21" in worker.output()
+    before = worker.usage()
+    assert call(worker, "spin", 0.3)
+    after = worker.usage()
+    assert after.cpu_s - before.cpu_s >= 0.25  # counted by the system, not the worker
+    worker.close()
+
+
+def test_each_worker_starts_in_a_new_folder_with_only_the_jobs_files(sandbox):
+    first = sandbox.spawn("student")
+    first.receive(10)
+    folder = Path(first.workdir)
+    assert sorted(p.name for p in folder.iterdir() if p.name != "__pycache__") == ["student.py"]
+    first.close()
+    assert not folder.exists()
+    second = sandbox.spawn("student")
+    assert second.workdir != first.workdir
+    second.close()
+
+
+def test_a_call_past_its_limit_times_out_and_its_tree_is_ended(sandbox):
+    worker = sandbox.spawn("student")
+    worker.receive(10)
+    child = call(worker, "leave_a_child")
+    assert psutil.pid_exists(child)
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        call(worker, "nap", 30, timeout=0.5)
+    assert time.monotonic() - started < 10
+    assert worker.ended is not None and worker.ended["killed"]
+    assert not _running(child)
+
+
+def test_a_worker_that_exits_is_a_crash_with_its_code(sandbox):
+    worker = sandbox.spawn("student")
+    worker.receive(10)
+    with pytest.raises(WorkerCrashed):
+        call(worker, "bye")
+    assert worker.ended["exitcode"] == 3
+
+
+def test_a_flood_of_output_is_kept_bounded(sandbox):
+    worker = sandbox.spawn("student")
+    worker.receive(10)
+    call(worker, "flood", 5000)  # 5 MB through the pipe
+    time.sleep(0.2)
+    text = worker.output()
+    assert len(text) < 3000 and "more bytes not shown" in text
+    assert len(worker.capture.kept) <= OUTPUT_KEEP
+    worker.close()
+
+
+def test_reset_ends_whatever_a_submission_left(sandbox):
+    worker = sandbox.spawn("student")
+    worker.receive(10)
+    child = call(worker, "leave_a_child")
+    psutil.Process(child)  # still there, in the worker's tree
+    sandbox.backend.reset()
+    assert not _running(child)
+
+
+@pytest.mark.parametrize("kind", ["memfd", "shm"])
+def test_memory_shared_with_the_worker_is_seen_changed_here(kind, monkeypatch):
+    import labkit.sandbox.portable.backend as backend
+
+    monkeypatch.setattr(backend, "make_arena", lambda: make_arena(kind))
+    with Sandbox(config()) as box:
+        worker = box.spawn("student")
+        worker.receive(10)
+        placed = Arena(worker.arena).place(np.arange(4.0))
+        call(worker, "scale", placed)
+        assert placed.array.tolist() == [0.0, 2.0, 4.0, 6.0]
+        worker.close()
+
+
+def test_a_lab_graded_on_the_portable_back_end_says_so(monkeypatch):
+    from labkit.engine.cold import grade_files
+
+    monkeypatch.setenv("LABKIT_ISOLATION", "portable")
+    lab = get_lab("lab02")
+    result = grade_files(lab, solution_files(lab))
+    assert result.isolation == "portable"
+    assert result.score == result.max_score
+
+
+def _running(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# --- the student's loop where only what every system has is there ------------------------
+
+BWRAP = shutil.which("bwrap")
+
+
+def _without_linux(args: list[str], cwd: Path, env: dict[str, str], **popen) -> list[str]:
+    """`labkit ARGS` in a process where the calls only Linux has are gone (`nolinux.py`)
+    and `/proc` is not mounted (an empty one over it)."""
+    assert BWRAP is not None
+    return [BWRAP, "--dev-bind", "/", "/", "--tmpfs", "/proc", "--chdir", str(cwd),
+            sys.executable, str(TESTS / "nolinux.py"), *args]
+
+
+@pytest.mark.skipif(BWRAP is None, reason="needs bwrap to hide /proc (scripts/test.sh installs it)")
+def test_the_student_loop_runs_without_any_linux_only_call(tmp_path):
+    """fetch, grade (stub zero, solution full, the level said), hint, list and watch,
+    with none of what only Linux has."""
+    lab = get_lab("lab02")
+    full = lab_checks(lab).max_score
+    env = {**os.environ, "LABKIT_STATE_DIR": str(tmp_path / "state"), "LANG": "C.UTF-8",
+           "LABKIT_DAEMON": "0"}
+    env.pop("LABKIT_ISOLATION", None)
+
+    def labkit(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess:
+        done = subprocess.run(_without_linux(list(args), cwd, env), env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    assert labkit("fetch", "lab02").returncode == 0
+    ws = tmp_path / "lab02"
+    stub = labkit("grade", "lab02", "--json", cwd=ws)
+    graded = json.loads(stub.stdout)
+    assert (graded["isolation"], graded["score"]) == ("portable", 0), stub.stderr
+    (ws / "broadcasting.py").write_bytes(solution_files(lab)["broadcasting.py"])
+    solved = json.loads(labkit("grade", "lab02", "--json", cwd=ws).stdout)
+    assert (solved["isolation"], solved["score"]) == ("portable", full)
+    assert labkit("hint", "lab02", cwd=ws).returncode == 0
+    listed = labkit("list")
+    assert listed.returncode == 0 and "lab02" in listed.stdout
+
+    master, slave = pty.openpty()
+    watch = subprocess.Popen(_without_linux(["watch", "lab02"], ws, env), env=env, cwd=ws,
+                             stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    try:
+        seen = _read_until(master, f"Total: {full:g} / {full:g} points", 120)
+        assert "Traceback" not in seen
+        os.write(master, b"q")
+        assert watch.wait(timeout=30) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        os.close(master)
+
+
+def _read_until(fd: int, text: str, seconds: float) -> str:
+    import select
+
+    seen, deadline = b"", time.monotonic() + seconds
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, seen.decode(errors="replace")[-2000:]
+        if select.select([fd], [], [], left)[0]:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen.decode(errors="replace")
+
+
+def test_the_repository_has_a_workflow_for_macos_and_windows():
+    workflow = (REPO / ".github" / "workflows" / "portable.yml").read_text()
+    assert "macos-latest" in workflow and "windows-latest" in workflow
+    assert "LABKIT_ISOLATION: portable" in workflow
