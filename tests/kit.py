@@ -85,13 +85,13 @@ def variants(kind: str) -> list[Variant]:
     return found
 
 
-_GRADED: dict[tuple[str, str, str], LabResult] = {}
+_GRADED: dict[tuple[str, str, str, str], LabResult] = {}
 
 
 def grade_cached(lab: LabSpec, files: dict[str, bytes], lang: str = "en") -> LabResult:
     """Grade files once per test process, warm (the grader-quality tests and the kit's
     self-check both grade every solution and stub)."""
-    key = (lab.id, digest(files), lang)
+    key = (lab.id, digest(files), lang, settings.get(settings.ISOLATION))
     if key not in _GRADED:
         _GRADED[key] = grade_warm(lab, files, lang)
     return _GRADED[key]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import shutil
 import sys
 import textwrap
@@ -494,3 +495,21 @@ def test_the_sweep_keeps_what_the_scratch_held_before_any_worker(tmp_path, monke
     (tmp_path / "stray.txt").write_text("x")
     forkserver._sweep(str(tmp_path), {})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
+
+
+def test_removing_a_workers_folder_opens_up_only_what_is_inside_it(tmp_path):
+    """A folder the student's code locked is removed; the folder above is never changed,
+    even when the tree is already gone (it once turned /tmp into 0700)."""
+    from labkit.fsutil import remove_tree
+
+    above = tmp_path / "above"
+    above.mkdir(mode=0o755)
+    above.chmod(0o755)
+    tree = above / "work"
+    (tree / "locked").mkdir(parents=True)
+    (tree / "locked" / "kept.txt").write_text("x")
+    (tree / "locked").chmod(0o500)
+    remove_tree(tree)
+    assert not tree.exists()
+    remove_tree(tree)  # gone already
+    assert stat.S_IMODE(above.stat().st_mode) == 0o755

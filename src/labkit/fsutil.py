@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,3 +29,31 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a folder the student's code wrote in, whatever it did to the folders in it.
+
+    A folder it made unwritable or unreadable is opened up (the kit's user owns it, or is
+    root) and tried once more; only folders inside `path` are ever changed, never `path`'s
+    own parent, and a `path` already gone is no error. What still cannot be removed is
+    left (it is in a folder nobody uses again)."""
+    root = os.path.abspath(path)
+
+    def opened_up(function: object, failed: str, _: object) -> None:
+        failed = os.path.abspath(failed)
+        if failed == root and not os.path.lexists(root):
+            return
+        try:
+            parent = os.path.dirname(failed)
+            if parent.startswith(root + os.sep) or parent == root:
+                os.chmod(parent, 0o700)
+            if function is os.rmdir or function is os.unlink:
+                function(failed)
+            elif function is os.scandir or function is os.open:
+                os.chmod(failed, 0o700)
+                shutil.rmtree(failed, ignore_errors=True)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=opened_up)

@@ -16,7 +16,6 @@ RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
 STATE_DIR = "LABKIT_STATE_DIR"  # what the kit remembers of the user's workspaces
 DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
 AUTOGRADER_ROOT = "LABKIT_AUTOGRADER_ROOT"  # the Gradescope tree (default /autograder)
-PROCESS_NOBODY = "LABKIT_PROCESS_NOBODY"  # 1: process mode as root runs workers as 65534
 SCHEDULER = "LABKIT_SCHEDULER"  # a Dask scheduler for `labkit batch` (its --scheduler)
 TIME_SCALE = "LABKIT_TIME_SCALE"  # stretch every time limit (never a timed judgement): 1 to 20
 MAX_TIME_SCALE = 20.0
@@ -25,12 +24,6 @@ MAX_TIME_SCALE = 20.0
 def get(name: str, environ: Mapping[str, str] | None = None) -> str:
     """The raw value of `name` ("" when unset)."""
     return (os.environ if environ is None else environ).get(name, "")
-
-
-def put(name: str, value: str) -> None:
-    """Set `name` for the rest of this process (an entry point choosing for the library,
-    as the Gradescope runner does for `PROCESS_NOBODY`)."""
-    os.environ[name] = value
 
 
 def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -3,9 +3,9 @@
 Gradescope runs it as root in a container. The submission (`/autograder/submission`,
 the lab's files there or a folder down, or one zip) is read with the batch's safety
 rules and graded in a sandbox: bwrap where the container allows user namespaces, else
-process mode, whose zygote then drops to uid 65534 (`LABKIT_PROCESS_NOBODY`, set here;
-see `labkit.sandbox.linux.isolation`), so the
-student's code can write neither the results folder nor the kit. `results.json` is
+process mode, whose zygote then drops to uid 65534 (as it does whenever root grades,
+see `labkit.sandbox.unprivileged`), so the student's code can write neither the results
+folder nor the kit; the portable level is refused. `results.json` is
 written last, once this process (a child subreaper: every process the grading started
 is its descendant) has no child left; it records the isolation used and the uid the
 student's code ran as. A submission that cannot be graded still gets a `results.json`
@@ -53,8 +53,6 @@ def run(lab: LabSpec, where: Path, lang: str = "en") -> Path:
     if os.geteuid() == 0:  # nobody but root writes here, whatever Gradescope made it
         os.chown(results, 0, 0)
         os.chmod(results, 0o755)
-        # without user namespaces (process mode), the student's code runs as 65534
-        settings.put(settings.PROCESS_NOBODY, "1")
     levels.require(isolation_level(), "process", None, "the Gradescope autograder")
     platform.become_subreaper()
     result = _grade(lab, where, lang)

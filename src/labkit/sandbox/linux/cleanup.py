@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import time
-from typing import Any
 
 from labkit import platform
+from labkit.sandbox import unprivileged
 from labkit.sandbox.linux import procfs
 from labkit.sandbox.linux.pids import PidsGroup
 
@@ -76,6 +75,12 @@ def kill_orphans(since: int, group: PidsGroup | None = None, marker: str = "") -
             time.sleep(0.005)
 
 
+def workers_uids() -> set[int]:
+    """Who a process-mode zygote's workers run as: this user, or `unprivileged.NOBODY`
+    when root grades (its own objects stay its own)."""
+    return {unprivileged.NOBODY} if os.geteuid() == 0 else {os.geteuid()}
+
+
 def clear_host_shm(before: set[int]) -> None:
     """Remove the System V segments a process-mode grading left (best effort: the host's
     IPC namespace is shared with everything else of this user).
@@ -84,7 +89,7 @@ def clear_host_shm(before: set[int]) -> None:
     nowhere and its creator is gone (all the grading's processes have been killed).
     """
     for ident, creator, attached, owner in procfs.host_shm():
-        if ident in before or owner != os.geteuid() or attached:
+        if ident in before or owner not in workers_uids() or attached:
             continue
         if creator and os.path.exists(f"/proc/{creator}"):
             continue
@@ -96,12 +101,12 @@ def clear_dev_shm(before: set[str]) -> None:
     that are new since it started, ours, and held by no living process (its processes
     are gone by now; a neighbour's entry in use is kept). Usually there is none, and then
     this costs one listing."""
-    uid = os.getuid()
+    uids = workers_uids()
     new = set()
     for name in set(procfs.dev_shm()) - before:
         path = os.path.join(procfs.DEV_SHM, name)
         try:
-            if os.lstat(path).st_uid == uid:
+            if os.lstat(path).st_uid in uids:
                 new.add(path)
         except OSError:
             continue
@@ -146,17 +151,3 @@ def kill_marked(marker: str, timeout: float = 2.0) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
-
-
-def writable_and_retry(function: Any, path: str, _: Any) -> None:
-    """`rmtree`'s error handler: a folder a worker made unwritable is ours; open it up
-    and try once more (anything else is left, in a folder nobody uses again)."""
-    try:
-        os.chmod(os.path.dirname(path), 0o700)
-        if function is os.rmdir or function is os.unlink:
-            function(path)
-        elif function is os.scandir or function is os.open:
-            os.chmod(path, 0o700)
-            shutil.rmtree(path, ignore_errors=True)
-    except OSError:
-        pass

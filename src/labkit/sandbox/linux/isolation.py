@@ -9,8 +9,7 @@ Two modes (see the threat model in the README):
   semaphores); no capability; an unprivileged uid; a pids cgroup where the host has one.
 - `process`: no namespaces; the workers get resource limits and their whole process
   tree is killed when the grader is done with them, but they run as the user who
-  grades (as uid 65534 when that user is root and `LABKIT_PROCESS_NOBODY=1`, as in
-  the Gradescope autograder's container).
+  grades (never as root: as uid 65534 when root grades, see `unprivileged`).
 
 `LABKIT_ISOLATION` (or `SandboxConfig.isolation` / `Zygote(isolation=...)`) picks one:
 `auto` (the default: bwrap when it works here, else process), `bwrap` or `process`.
@@ -32,13 +31,13 @@ from pathlib import Path
 from typing import TypedDict
 
 from labkit import settings
-from labkit.sandbox import levels
+from labkit.sandbox import levels, unprivileged
 from labkit.sandbox.errors import IsolationError
 from labkit.sandbox.linux import pids
 
 ENV_VAR = settings.ISOLATION  # the setting that picks the mode
 MODES = ("auto", "bwrap", "process")
-SANDBOX_UID = 65534  # "nobody": owns nothing on the host
+SANDBOX_UID = unprivileged.NOBODY
 TMP_BYTES = 256 * 1024**2  # the sandbox's private /tmp, where workers' files live
 # The sandbox's private /dev/shm: multiprocessing's locks and queues are POSIX semaphores,
 # files there; emptied with /tmp by the zygote's reset.
@@ -246,7 +245,7 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
                           stderr=stderr, start_new_session=True)
     wrap = group.wrap if group is not None else list
     if isolation.mode == "process":
-        if os.geteuid() == 0 and settings.flag(settings.PROCESS_NOBODY):
+        if os.geteuid() == 0:
             command = _as_nobody(command)
         return subprocess.Popen(wrap(command), pass_fds=pass_fds, cwd=cwd, **common)
     precompile()
@@ -283,12 +282,11 @@ def launch(isolation: Isolation, command: list[str], *, env: dict[str, str],
 
 
 def _as_nobody(command: list[str]) -> list[str]:
-    """Process mode started as root with `LABKIT_PROCESS_NOBODY=1` (the Gradescope
-    autograder, in a container without user namespaces): the zygote drops to 65534
-    before it serves anything, so the student's code cannot write the kit or the
-    results; it gets its scratch folder (`--scratch`) to write in, and is told it shares
-    the machine (no machine-wide setting is changed for it). Opt-in: 65534 must be able
-    to reach the scratch folder (under `$TMPDIR`) and the runtime, as in a container."""
+    """Process mode started as root: the zygote drops to 65534 before it serves
+    anything, so the student's code cannot write the kit or the results; it gets its
+    scratch folder (`--scratch`, made where that user can reach it, see
+    `unprivileged.temp_base`) to write in, and is told it shares the machine (no
+    machine-wide setting is changed for it)."""
     scratch = command[command.index("--scratch") + 1]
     os.chown(scratch, SANDBOX_UID, SANDBOX_UID)
     return [*command, "--uid", str(SANDBOX_UID), "--unsandboxed", "1"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +23,8 @@ import sys
 import tempfile
 from typing import Any
 
-from labkit.sandbox import protocol
+from labkit import fsutil
+from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
     ONE_MATH_THREAD,
@@ -93,7 +93,8 @@ class Zygote:
         env.update(LANG="C.UTF-8", **ONE_MATH_THREAD, **{MARKER: self.marker})
         command = [sys.executable, "-I", "-B", "-m", CHILD_MODULE, str(theirs.fileno())]
         if self.choice.mode == "process":  # the zygote removes it when it ends, whatever we do
-            self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-")
+            base = unprivileged.temp_base("process") if os.geteuid() == 0 else None
+            self._scratch = tempfile.mkdtemp(prefix="labkit-zygote-", dir=base)
             command += ["--scratch", self._scratch, "--remove-scratch", "1"]
         else:
             command += ["--scratch", "/tmp", "--private", "1"]  # the sandbox's own, gone with it
@@ -369,7 +370,7 @@ class Zygote:
 
     def _cleanup_scratch(self) -> None:
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, onerror=cleanup.writable_and_retry)
+            fsutil.remove_tree(self._scratch)
             self._scratch = None
 
     # --- a grading's workers ---------------------------------------------------------

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,8 @@ import threading
 import time
 from typing import Any
 
-from labkit import platform
-from labkit.sandbox import protocol
+from labkit import fsutil, platform
+from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
     ONE_MATH_THREAD,
@@ -38,17 +37,17 @@ from labkit.sandbox.backend import (
     SandboxConfig,
 )
 from labkit.sandbox.calls import CallHandle
-from labkit.sandbox.errors import IsolationError, SandboxFailure
+from labkit.sandbox.errors import SandboxFailure
 from labkit.sandbox.portable.arena import make_arena
 from labkit.sandbox.portable.channel import Channel, StreamCapture
 from labkit.sandbox.portable.handle import PortableHandle
 from labkit.sandbox.portable.tree import MARKER, Tree, sweep
+from labkit.sandbox.unprivileged import NOBODY
 
 NAME = "portable"
 CHILD_MODULE = "labkit.sandbox.child.portable"
 START_SECONDS = 30.0  # for a worker to load Python and NumPy and say it is ready
 PROCESSES = 64  # a worker's processes at once, where the system counts them (Windows)
-NOBODY = 65534  # who runs the student's code when root grades on POSIX
 MAX_PROBES_BYTES = 4 * 1024**2
 _PASSED_ENV = ("PATH", "SYSTEMROOT", "WINDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -116,7 +115,7 @@ class _Spare:
             self.arena.mapping.close()
         except BufferError:
             pass
-        _remove(self.workdir)
+        fsutil.remove_tree(self.workdir)
         return ended
 
 
@@ -141,7 +140,8 @@ class PortableBackend:
 
     def start(self) -> None:
         self.generation += 1
-        self._root = tempfile.mkdtemp(prefix="labkit-portable-", dir=_base())
+        base = unprivileged.temp_base(NAME) if platform.is_root() else None
+        self._root = tempfile.mkdtemp(prefix="labkit-portable-", dir=base)
         if platform.is_root():
             os.chmod(self._root, 0o755)  # the workers' user reaches its own folder in it
         self._marker = f"{os.getpid()}-{secrets.token_hex(8)}"
@@ -243,7 +243,7 @@ class PortableBackend:
         if self._marker:
             sweep(self._marker)
         if self._root is not None:
-            _remove(self._root)
+            fsutil.remove_tree(self._root)
             self._root = None
 
     def describe(self) -> Description:
@@ -260,52 +260,3 @@ class PortableBackend:
             ("between", "doctor_cleanup_portable", {}),
         ]
         return Description(NAME, self.reason, tuple(lines))
-
-
-def _base() -> str:
-    """Where the workers' folders go: the temporary folder, or, when root grades (its
-    workers run as `NOBODY`), one that user can reach; `IsolationError` if the
-    interpreter or the kit cannot be reached by that user."""
-    if not platform.is_root():
-        return tempfile.gettempdir()
-    import labkit
-
-    needed = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              os.path.dirname(os.path.abspath(labkit.__file__))}
-    blocked = sorted(path for path in needed if not _reachable(path))
-    if blocked:
-        raise IsolationError(
-            f"portable isolation never runs student code as root: it runs it as {NOBODY}, "
-            f"who cannot reach {blocked[0]}; grade as another user, or use bwrap")
-    base = next((path for path in (tempfile.gettempdir(), "/var/tmp") if _reachable(path)),
-                None)
-    if base is None:
-        raise IsolationError(f"no temporary folder that user {NOBODY} can reach")
-    return base
-
-
-def _reachable(path: str) -> bool:
-    """Whether any user may pass through every folder on the way to `path`."""
-    path = os.path.realpath(path)
-    while True:
-        try:
-            if not os.stat(path).st_mode & stat.S_IXOTH:
-                return False
-        except OSError:
-            return False
-        parent = os.path.dirname(path)
-        if parent == path:
-            return True
-        path = parent
-
-
-def _remove(path: str) -> None:
-    """Remove a worker's folder (or the back end's), whatever the worker did to it."""
-    def writable_and_retry(function: Any, name: str, _: Any) -> None:
-        try:
-            os.chmod(name, 0o700)
-            function(name)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=writable_and_retry)
