@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 import shutil
+import stat
 import sys
 import textwrap
 import time
