@@ -147,7 +147,9 @@ def test_a_watched_call_sees_the_threads_it_started_run_and_its_own_thread_idle(
     the CPU time of the thread that ran the call, which here only waits."""
     got = student.watch("work_in_threads", 0.05, 3)
     assert len(got.started) == 3
-    assert all(0.03 <= seen.run_s <= 0.2 and seen.at_s > 0 for seen in got.started)
+    # each ran, and no more than its work: the last sample may come well before a thread
+    # ends on a busy machine (the sampler waits for a CPU too), so no lower bound but 0
+    assert all(0 < seen.run_s <= 0.2 and seen.at_s > 0 for seen in got.started)
     assert got.main_cpu_s is not None and got.main_cpu_s < 0.02
 
 

@@ -219,7 +219,8 @@ def starved(monkeypatch):
     """A machine that never lets the workers run: as `/proc` would show it, every second
     of every call is spent waiting on the run queue. `starved.machine[0] = False` gives
     the real readings back; `starved.faults` counts the `WorkerStarved` raised."""
-    from labkit.sandbox.linux import handle, procfs
+    from labkit.sandbox import calls
+    from labkit.sandbox.linux import procfs
 
     real, real_waited = procfs.run_queue_wait, procfs.run_queue_waited
     machine, faults = [True], []
@@ -227,7 +228,7 @@ def starved(monkeypatch):
     def reading(pid: int) -> tuple[float, float]:
         return (time.monotonic(), 0.0) if machine[0] else real(pid)
 
-    class Counted(handle.WorkerStarved):
+    class Counted(calls.WorkerStarved):
         def __init__(self, message: str) -> None:
             faults.append(message)
             super().__init__(message)
@@ -235,7 +236,7 @@ def starved(monkeypatch):
     monkeypatch.setattr(procfs, "run_queue_wait", reading)
     monkeypatch.setattr(procfs, "run_queue_waited",
                         lambda pid: time.monotonic() if machine[0] else real_waited(pid))
-    monkeypatch.setattr(handle, "WorkerStarved", Counted)
+    monkeypatch.setattr(calls, "WorkerStarved", Counted)
     return type("Starved", (), {"machine": machine, "faults": faults})
 
 
@@ -259,16 +260,16 @@ def test_a_check_starved_twice_makes_the_grading_the_kits_failure(lab, starved):
 def test_a_starved_check_is_run_again_and_judged_as_it_then_runs(lab, starved, monkeypatch):
     """Starved once (the kit's), then the machine is free: the second run's outcome is
     the check's, here a timeout at the plain limit (it sleeps: its own doing)."""
-    from labkit.sandbox.linux import handle
+    from labkit.sandbox import calls
 
-    counted = handle.WorkerStarved
+    counted = calls.WorkerStarved
 
     class Freeing(counted):
         def __init__(self, message: str) -> None:
             starved.machine[0] = False
             super().__init__(message)
 
-    monkeypatch.setattr(handle, "WorkerStarved", Freeing)
+    monkeypatch.setattr(calls, "WorkerStarved", Freeing)
     result = grade(lab, SLEEPY_HALVE)
     assert len(starved.faults) == 1
     assert outcome(result)["halve.values"] == (Status.TIMEOUT, 0)

@@ -85,6 +85,21 @@ def test_elsewhere_auto_is_portable_and_a_linux_level_is_refused(monkeypatch):
     assert levels.at_least("bwrap", "process") and not levels.at_least("portable", "process")
 
 
+def test_an_unsupported_system_gets_one_sentence(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "platform", "aix7")
+    with pytest.raises(IsolationError, match="Linux, macOS and Windows; aix7"):
+        open_backend("auto")
+    monkeypatch.undo()
+    (tmp_path / "broadcasting.py").write_bytes(solution_files(get_lab("lab02"))["broadcasting.py"])
+    code = ("import sys, runpy; sys.platform = 'aix7'; sys.argv = ['labkit', 'grade', 'lab02']; "
+            "runpy.run_module('labkit', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "labkit: labkit grades on Linux, macOS and Windows; aix7 is not one of them"]
+
+
 def test_a_worker_answers_prints_and_is_measured_from_outside(sandbox):
     worker = sandbox.spawn("student")
     worker.receive(10)

@@ -13,12 +13,12 @@ import re
 from pathlib import Path
 
 from labkit import settings
-from labkit.sandbox.linux import procfs
+from labkit.sandbox.backend import MARKER
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "labkit"
 SETTINGS = PACKAGE / "settings.py"
 NAME = re.compile(r"LABKIT_[A-Z0-9_]+|CI")
-SANDBOX_MARKER = (PACKAGE / "sandbox" / "linux" / "procfs.py", procfs.MARKER)
+SANDBOX_MARKER = (PACKAGE / "sandbox" / "backend.py", MARKER)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

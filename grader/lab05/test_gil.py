@@ -558,8 +558,9 @@ def _watched(measured):
 
 def _work_in_threads(student, function: str, args: tuple, threads: int, floor: float,
                      expected: int | None = None):
-    """Call `function(*args)` with its threads watched from /proc here: at least
-    `threads` threads the call started must have run, and their CPU time together
+    """Call `function(*args)` with its threads watched from outside here: the call must
+    have started at least `threads` threads (each ran its start: a system that counts
+    CPU time in clock ticks may show 0 s for a short one), and their CPU time together
     (each as last seen, a few ms before it ended) be at least `floor` s, the least that
     the contract's work costs. The main thread's work does not count: a call that spins
     there and answers with a formula started no thread. Measured again once before it
@@ -570,7 +571,7 @@ def _work_in_threads(student, function: str, args: tuple, threads: int, floor: f
         measured = _watched(student.watch(function, *args))
         if expected is not None:
             assert as_int(measured.result) == expected
-        ran = [seen for seen in measured.started if seen.run_s > 0]
+        ran = measured.started  # each ran its start: Thread.start() waits for that
         work = max(sum(seen.run_s for seen in ran),
                    measured.cpu_s - measured.main_cpu_s - CLOCK_TICK_S)
         if len(ran) >= threads and work >= floor:

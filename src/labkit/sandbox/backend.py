@@ -18,6 +18,11 @@ from pathlib import Path
 from types import CodeType
 from typing import Any, Protocol
 
+# In the environment of every process a back end starts (the value names the start),
+# so that what left a worker's tree is still found (`labkit.sandbox.linux.cleanup`,
+# `labkit.sandbox.portable.tree.sweep`).
+MARKER = "LABKIT_SANDBOX"
+
 DEFAULT_LIMITS = {
     "RLIMIT_CPU": 120,
     "RLIMIT_AS": 2 * 1024**3,

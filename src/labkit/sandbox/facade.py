@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from labkit.sandbox import levels
 from labkit.sandbox.backend import Backend, Deadline, SandboxConfig, WorkerHandle
-from labkit.sandbox.errors import KitFault, SandboxFailure
+from labkit.sandbox.errors import IsolationError, KitFault, SandboxFailure
 
 
 def open_backend(isolation: str | None = None) -> Backend:
@@ -19,8 +19,10 @@ def open_backend(isolation: str | None = None) -> Backend:
     be had here. Each back end is imported only when chosen."""
     portable = levels.portable_reason(isolation)
     if portable is not None:
-        from labkit.sandbox.portable.backend import PortableBackend
-
+        try:
+            from labkit.sandbox.portable.backend import PortableBackend
+        except (ImportError, NotImplementedError) as exc:  # psutil refuses this system
+            raise IsolationError(f"portable isolation cannot run here: {exc}") from None
         return PortableBackend(portable)
     from labkit.sandbox.linux.zygote import Zygote
 

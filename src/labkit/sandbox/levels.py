@@ -20,6 +20,7 @@ from labkit.sandbox.errors import IsolationError
 
 MODES = ("auto", "bwrap", "process", "portable")
 LINUX_MODES = ("bwrap", "process")
+SUPPORTED = ("linux", "darwin", "win32")  # sys.platform prefixes the kit runs on
 # From strongest to weakest: a caller that needs a level accepts it or any before it.
 STRENGTH = ("bwrap", "process", "portable")
 
@@ -54,6 +55,9 @@ def portable_reason(value: str | None = None) -> str | None:
     """Why `value` gets the portable back end here, or None if it gets Linux's;
     `IsolationError` for a Linux level on another system."""
     mode = requested(value)
+    if not sys.platform.startswith(SUPPORTED):
+        raise IsolationError(f"labkit grades on Linux, macOS and Windows; {sys.platform} "
+                             f"is not one of them")
     if mode == "portable":
         return f"requested ({source(value)})"
     if linux():

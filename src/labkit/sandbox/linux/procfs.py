@@ -11,10 +11,8 @@ import os
 import threading
 import time
 
-from labkit.sandbox.backend import ThreadSeen, Usage
+from labkit.sandbox.backend import MARKER, ThreadSeen, Usage
 from labkit.sandbox.linux.pids import PidsGroup
-
-MARKER = "LABKIT_SANDBOX"  # in the environment of the zygote and of everything it starts
 
 
 def mounted() -> bool:

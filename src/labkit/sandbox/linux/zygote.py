@@ -27,6 +27,7 @@ from labkit import fsutil
 from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
+    MARKER,
     ONE_MATH_THREAD,
     Deadline,
     Description,
@@ -36,7 +37,6 @@ from labkit.sandbox.errors import IsolationError, SandboxFailure, WorkerCrashed
 from labkit.sandbox.linux import cleanup, memfd, pids, procfs
 from labkit.sandbox.linux import isolation as isolation_mod
 from labkit.sandbox.linux.handle import WorkerHandle
-from labkit.sandbox.linux.procfs import MARKER
 from labkit.sandbox.output import drain
 
 CHILD_MODULE = "labkit.sandbox.child.forkserver"  # what the zygote runs

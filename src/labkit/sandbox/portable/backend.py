@@ -31,6 +31,7 @@ from labkit import fsutil, platform
 from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
+    MARKER,
     ONE_MATH_THREAD,
     Deadline,
     Description,
@@ -41,7 +42,7 @@ from labkit.sandbox.errors import SandboxFailure
 from labkit.sandbox.portable.arena import make_arena
 from labkit.sandbox.portable.channel import Channel, StreamCapture
 from labkit.sandbox.portable.handle import PortableHandle
-from labkit.sandbox.portable.tree import MARKER, Tree, sweep
+from labkit.sandbox.portable.tree import Tree, sweep
 from labkit.sandbox.unprivileged import NOBODY
 
 NAME = "portable"

@@ -20,9 +20,7 @@ from typing import Any
 import psutil
 
 from labkit import platform
-from labkit.sandbox.backend import ThreadSeen, Usage
-
-MARKER = "LABKIT_PORTABLE"  # in the environment of every worker and all it starts
+from labkit.sandbox.backend import MARKER, ThreadSeen, Usage
 
 
 def _job(limits: dict[str, int], processes: int | None) -> Any:
