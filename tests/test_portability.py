@@ -1,23 +1,28 @@
 """The student loop's own calls to the system, as they run where Linux's are missing:
-the daemon's loopback TCP channel (Windows') and the lock files."""
+the daemon's loopback TCP channel (Windows'), the lock files and the cancellation of a
+warm grading without a signal."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from kit import solution_files, stub_files, wait_gone, wait_ready, write_files
 
 from labkit import platform
 from labkit.course.catalogue import get_lab
+from labkit.engine import warm
 from labkit.engine.cold import grade_files
 from labkit.sandbox import protocol
 from labkit.student import channel, daemon, policy
@@ -207,3 +212,27 @@ def test_a_batch_refuses_a_gradebook_another_batch_holds(tmp_path):
         holder.communicate("")
     with batch._exclusive(tmp_path):
         pass
+
+
+# --- cancelling a warm grading without a signal -------------------------------------------
+
+
+def test_where_no_signal_reaches_the_main_thread_a_cancel_moves_the_deadline(monkeypatch):
+    monkeypatch.setattr(platform, "_WAKE_SIGNAL", None)  # Windows
+    before = signal.getsignal(signal.SIGUSR1)
+    far = time.monotonic() + 3600
+    grading = SimpleNamespace(deadline=far, sandbox=SimpleNamespace(deadline=far))
+    plugin = SimpleNamespace(_grading=grading)
+    cancel = warm.Cancel()
+    with cancel.guarding(plugin):
+        assert signal.getsignal(signal.SIGUSR1) is before  # nothing installed
+        setter = threading.Thread(target=cancel.set)
+        setter.start()
+        deadline = time.monotonic() + 10
+        while grading.sandbox.deadline == far and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert grading.deadline < far and grading.sandbox.deadline < far
+        assert setter.is_alive()  # `set` returns once the grading is over
+        cancel.finish()
+    setter.join(timeout=10)
+    assert not setter.is_alive() and cancel.is_set()
