@@ -1,17 +1,19 @@
 """The student loop's own calls to the system, as they run where Linux's are missing:
-the daemon's loopback TCP channel (Windows'), the lock files and the cancellation of a
-warm grading without a signal."""
+the daemon's loopback TCP channel (Windows'), the lock files, the cancellation of a warm
+grading without a signal, and `labkit watch`'s keys."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import pty
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -236,3 +238,34 @@ def test_where_no_signal_reaches_the_main_thread_a_cancel_moves_the_deadline(mon
         cancel.finish()
     setter.join(timeout=10)
     assert not setter.is_alive() and cancel.is_set()
+
+
+# --- the keys of `labkit watch` -----------------------------------------------------------
+
+
+def test_keys_come_one_at_a_time_from_a_terminal_and_it_is_restored(tmp_path):
+    master, slave = pty.openpty()
+    saved = termios.tcgetattr(slave)
+    try:
+        with open(slave, encoding="utf-8", closefd=False) as stdin:
+            with platform.keys(stdin) as key:
+                assert not termios.tcgetattr(slave)[3] & termios.ICANON  # cbreak
+                started = time.monotonic()
+                assert key(0.2) == ""
+                assert time.monotonic() - started >= 0.19
+                os.write(master, b"qx")  # no Enter: keys count as they are pressed
+                assert key(5) == "q" and key(5) == "x"
+            assert termios.tcgetattr(slave) == saved
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_without_a_terminal_there_are_no_keys_only_waits(tmp_path):
+    with open(tmp_path / "input", "w+", encoding="utf-8") as stdin:
+        stdin.write("q")
+        stdin.seek(0)
+        with platform.keys(stdin) as key:
+            started = time.monotonic()
+            assert key(0.2) == ""
+            assert time.monotonic() - started >= 0.19
