@@ -8,9 +8,10 @@
   NumPy and the sandbox's wire modules only: nothing of the trusted side.
 - The sandbox knows nothing of labs, pytest or results.
 - Private pytest/hypothesis API is reached from `labkit.engine._compat` only.
-- One place for the operating system: names only Linux has (`/proc`, `prctl`, memfds,
-  fd passing, `fcntl`, `resource`, `os.fork`, `SIGKILL`...) appear only in the Linux
-  back end (`labkit.sandbox.linux`), the fork server beside student code
+- One place for the operating system: names only some systems have (`/proc`, `prctl`,
+  memfds, fd passing, `fcntl`, `resource`, `os.fork`, `SIGKILL`, `AF_UNIX`, `getuid`,
+  `termios`; Windows' `msvcrt`...) appear only in the Linux back end
+  (`labkit.sandbox.linux`), the fork server beside student code
   (`labkit.sandbox.child.forkserver`), the workers' limits (`labkit.sandbox.child.limits`)
   and `labkit.platform`'s wrappers; outside the sandbox, nothing imports the Linux back
   end but through the back-end interface, and the portable back end takes only its
@@ -195,17 +196,20 @@ def test_what_labkit_grade_loads_before_it_asks_its_daemon_is_light():
 
 # --- one place for the operating system -------------------------------------------------
 
-# Where names only Linux has may appear: the Linux back end, the fork server, and the one
-# module of portable wrappers (the number of usable cores, a kill, a file lock...).
-# `labkit.sandbox.child.limits` is the workers' side of `platform`: the child imports
-# nothing of the trusted side, and sets POSIX limits on itself where `resource` exists.
+# Where names only Linux (or POSIX, or Windows) has may appear: the Linux back end, the fork
+# server, and the one module of portable wrappers (the number of usable cores, a kill, a
+# file lock, a local socket, a key pressed...). `labkit.sandbox.child.limits` is the
+# workers' side of `platform`: the child imports nothing of the trusted side, and sets
+# POSIX limits on itself where `resource` exists.
 LINUX_PLACES = ("labkit.sandbox.linux", "labkit.sandbox.child.forkserver",
                 "labkit.sandbox.child.limits", "labkit.platform")
 LINUX_ATTRIBUTES = {"prctl", "memfd_create", "MFD_CLOEXEC", "MFD_ALLOW_SEALING", "F_ADD_SEALS",
                     "SOCK_SEQPACKET", "send_fds", "recv_fds", "SCM_RIGHTS", "pipe2",
-                    "SO_PEERCRED", "sched_getaffinity", "SIGKILL", "pidfd_open", "waitid"}
+                    "SO_PEERCRED", "sched_getaffinity", "SIGKILL", "pidfd_open", "waitid",
+                    "AF_UNIX", "getuid", "SIGUSR1", "pthread_kill", "POLLHUP",
+                    "SO_EXCLUSIVEADDRUSE", "DETACHED_PROCESS"}
 LINUX_CALLS = {"os.fork", "os.forkpty", "os.killpg", "os.setsid"}
-LINUX_MODULES = {"fcntl", "resource"}
+LINUX_MODULES = {"fcntl", "resource", "termios", "tty", "msvcrt"}
 # A shrinking list: (module, name) -> why it is still outside the places above.
 LINUX_ALLOWED = {
     ("labkit.engine.static", "/proc"):
@@ -312,6 +316,9 @@ os.kill(1, signal.SIGKILL)
 os.fork()
 socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 open(f"/proc/{os.getpid()}/stat")
+import msvcrt, termios
+signal.pthread_kill(os.getuid(), signal.SIGUSR1)
 ''', encoding="utf-8")
     assert linux_names(sample) == {"fcntl", "resource", "SIGKILL", "os.fork", "SOCK_SEQPACKET",
-                                   "/proc"}
+                                   "/proc", "AF_UNIX", "msvcrt", "termios", "pthread_kill",
+                                   "getuid", "SIGUSR1"}

@@ -27,7 +27,7 @@ from labkit.course.catalogue import get_lab
 from labkit.engine.cold import grade_files
 from labkit.results import LabResult
 from labkit.sandbox import protocol
-from labkit.student import daemon, policy
+from labkit.student import channel, daemon, policy
 
 LAB = get_lab("lab02")
 
@@ -101,8 +101,7 @@ class _FakeDaemon:
         for reply in self.replies:
             conn, _ = self.listener.accept()
             with conn:
-                while conn.recv(1 << 16):
-                    pass
+                channel.receive(conn, daemon.MAX_REQUEST, time.monotonic() + 30)
                 conn.sendall(reply)
             self.served += 1
 
@@ -144,7 +143,7 @@ def test_a_daemon_that_cannot_start_costs_nothing(daemons, tmp_path, monkeypatch
     def broken(*_args, **_kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(daemon.subprocess, "run", broken)
+    monkeypatch.setattr(daemon.platform, "start_detached", broken)
     result = policy.grade(LAB, _workspace(tmp_path, "ws", solution_files(LAB)), use_daemon=True)
     assert result.score == result.max_score and daemon.start(LAB) is False
 

@@ -148,7 +148,10 @@ def test_ctrl_c_in_a_cold_grade_is_one_line_and_exit_130(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_daemons_grading_and_it_stays_warm(daemons, tmp_path):
+@pytest.mark.parametrize("channel", ["unix", "tcp"])  # tcp: Windows' channel
+def test_ctrl_c_stops_the_daemons_grading_and_it_stays_warm(daemons, tmp_path, monkeypatch,
+                                                            channel):
+    monkeypatch.setenv("LABKIT_DAEMON_CHANNEL", channel)
     good = write_files(solution_files(LAB), tmp_path / "good")
     first = subprocess.run([sys.executable, "-m", "labkit", "grade", "lab02", "--dir",
                             str(good)], capture_output=True, text=True, check=False)

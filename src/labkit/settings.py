@@ -13,6 +13,7 @@ ISOLATION = "LABKIT_ISOLATION"  # auto | bwrap | process | portable
 DAEMON = "LABKIT_DAEMON"  # 0: never leave a grading daemon behind
 DAEMON_IDLE = "LABKIT_DAEMON_IDLE"  # seconds an idle daemon waits before it exits
 RUNTIME_DIR = "LABKIT_RUNTIME_DIR"  # where daemons' sockets live
+DAEMON_CHANNEL = "LABKIT_DAEMON_CHANNEL"  # tcp: loopback TCP (Windows' way); else by system
 STATE_DIR = "LABKIT_STATE_DIR"  # what the kit remembers of the user's workspaces
 DEBUG = "LABKIT_DEBUG"  # 1: tracebacks instead of one-line internal errors
 AUTOGRADER_ROOT = "LABKIT_AUTOGRADER_ROOT"  # the Gradescope tree (default /autograder)

@@ -392,11 +392,9 @@ def error_result(lab: LabSpec, message: str, lang: str, digest: str = "",
 @contextlib.contextmanager
 def _exclusive(out: Path) -> Iterator[None]:
     """One batch at a time per output folder."""
-    with open(out / ".lock", "w") as handle:
-        try:
-            platform.lock_exclusive(handle)
-        except BlockingIOError:
-            raise BatchError(f"another labkit batch is writing to {out}") from None
+    with platform.exclusive_lock(out / ".lock") as mine:
+        if not mine:
+            raise BatchError(f"another labkit batch is writing to {out}")
         yield
 
 

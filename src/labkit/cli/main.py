@@ -9,15 +9,13 @@ nothing of this group; it adds them, so no module imports the one that imports i
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 import threading
 from typing import Any
 
 import click
 
-from labkit import __version__, i18n, settings
+from labkit import __version__, i18n, platform, settings
 from labkit.cli import dev, doctor, helptext, instructor, student, watch
 from labkit.cli.common import LANG, die
 from labkit.errors import LabkitError
@@ -87,7 +85,7 @@ def _interrupts_raised_again(previous: Any) -> Any:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             # a little later, from another thread: a signal raised here would be handled
             # here, inside the hook, and dropped again
-            threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+            threading.Timer(0.01, platform.interrupt_self).start()
             return
         previous(unraisable)
 

@@ -9,23 +9,18 @@ leaves.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import queue
-import select
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 import click
 
-from labkit import i18n, textsafe
+from labkit import i18n, platform, textsafe
 from labkit.cli import render
 from labkit.cli.common import DIR_OPTION, LANG_OPTION
 from labkit.course import catalogue as registry
@@ -60,7 +55,7 @@ class Watch:
         stop = threading.Event()
         watching.start(self.lab, self.path, lambda: saves.put(True), stop, poll)
         try:
-            with _keys() as key:
+            with platform.keys(sys.stdin) as key:
                 self._start()
                 while True:
                     if key(0.1) in ("q", "Q"):
@@ -94,7 +89,7 @@ class Watch:
         child, self.child = self.child, None
         if child is None or child.poll() is not None:
             return
-        child.send_signal(signal.SIGINT)
+        platform.interrupt(child)
         try:
             child.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -134,32 +129,3 @@ def _screen(body: str | LabResult, footer: str, failure: str = "") -> None:
     if failure:
         console.print(Text(failure, style="yellow"))
     console.print(Text(footer, style="dim"))
-
-
-@contextlib.contextmanager
-def _keys() -> Iterator[Callable[[float], str]]:
-    """`key(timeout)`: the key pressed within `timeout` s, or "" (stdin in cbreak mode
-    while watching, as it was afterwards; no keys at all when stdin is no terminal)."""
-    stdin = sys.stdin
-    if not stdin.isatty():
-        def wait(timeout: float) -> str:
-            select.select([], [], [], timeout)
-            return ""
-
-        yield wait
-        return
-    import termios
-    import tty
-
-    fd = stdin.fileno()
-    saved = termios.tcgetattr(fd)
-    tty.setcbreak(fd)
-
-    def key(timeout: float) -> str:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        return os.read(fd, 1).decode(errors="replace") if ready else ""
-
-    try:
-        yield key
-    finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -28,7 +28,6 @@ import gc
 import inspect
 import os
 import random
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,10 +35,11 @@ from typing import Any, Literal
 
 import pytest
 
+from labkit import platform
 from labkit.course.catalogue import LabSpec, lab_checks
 from labkit.engine import _compat, cold
 from labkit.engine.assemble import assemble
-from labkit.engine.plugin import GradingPlugin, Progress, Retrying, Shrinking, selected
+from labkit.engine.plugin import Grading, GradingPlugin, Progress, Retrying, Shrinking, selected
 from labkit.engine.proxy import Asked, Diverged, Rehearsal, Request, Session, Student, StudentRaised
 from labkit.results import LabResult
 from labkit.sandbox import protocol
@@ -68,7 +68,9 @@ class Cancel:
     signal raises only inside such a wait, where a timeout is expected and handled;
     anywhere else it only leaves the new deadline to act, so pytest, the zygote and the
     grader's own code are never interrupted in the middle. The signal is repeated
-    until the grading is over, in case it lands just before a wait begins.
+    until the grading is over, in case it lands just before a wait begins. Where no
+    thread can signal the main thread (Windows), the deadline is moved from the thread
+    that cancels, and the wait under way runs to its own end.
     """
 
     def __init__(self) -> None:
@@ -76,6 +78,7 @@ class Cancel:
         self._over = threading.Event()
         self._lock = threading.Lock()  # held to signal, and to stop signalling
         self._plugin: BatchPlugin | None = None
+        self._wakes = False  # whether a signal reaches the main thread (`guarding`)
 
     def is_set(self) -> bool:
         return self._event.is_set()
@@ -90,21 +93,29 @@ class Cancel:
     def set(self) -> None:
         """Cancel (from any thread); returns once the grading has noticed or ended."""
         self._event.set()
-        main = threading.main_thread().ident
-        while main is not None and not self._over.is_set():
+        while not self._over.is_set():
             with self._lock:
-                if self._plugin is not None:  # only while our handler is installed
-                    signal.pthread_kill(main, signal.SIGUSR1)
+                if self._plugin is not None and self._wakes:  # our handler is installed
+                    platform.wake_main_thread()
+                elif self._plugin is not None:
+                    self._expire(self._plugin)
             self._over.wait(_POKE_SECONDS)
 
-    def _handler(self, _signum: int, frame: Any) -> None:
-        plugin = self._plugin
-        if not self._event.is_set() or plugin is None or plugin._grading is None:
-            return  # not begun yet (the next signal comes soon) or over
+    def _expire(self, plugin: BatchPlugin) -> Grading | None:
+        """Move the grading's deadlines to now; None if it has not begun or is over."""
+        grading = plugin._grading
+        if not self._event.is_set() or grading is None:
+            return None
         now = time.monotonic()
-        plugin._grading.deadline = min(plugin._grading.deadline, now)
-        plugin._grading.sandbox.deadline = now
-        backend = plugin._grading.sandbox.backend
+        grading.deadline = min(grading.deadline, now)
+        grading.sandbox.deadline = now
+        return grading
+
+    def _handler(self, _signum: int, frame: Any) -> None:
+        grading = self._expire(self._plugin) if self._plugin is not None else None
+        if grading is None:
+            return  # not begun yet (the next signal comes soon) or over
+        backend = grading.sandbox.backend
         if frame is not None and frame.f_code in backend.blocking:
             caller = frame.f_back
             waits = backend.waits
@@ -118,14 +129,14 @@ class Cancel:
     @contextlib.contextmanager
     def guarding(self, plugin: BatchPlugin) -> Iterator[None]:
         """While `plugin` grades in the main thread, let `set` stop it."""
-        previous = signal.signal(signal.SIGUSR1, self._handler)
-        self._plugin = plugin
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._plugin = None
-            signal.signal(signal.SIGUSR1, previous)
+        with platform.main_thread_wakes(self._handler) as wakes:
+            self._wakes = wakes
+            self._plugin = plugin
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._plugin = None
 
 
 _RANDOM_AT_ZERO = random.Random(0).getstate()

@@ -3,17 +3,19 @@
 A cold `labkit grade` spends most of its time importing pytest, NumPy and hypothesis,
 collecting the graders and starting the sandbox, which is the same work every time. So
 after grading in-process, `labkit grade` leaves a daemon behind: a grading process that
-has done that work once (`labkit.engine.warm`, as `labkit batch` uses) and waits on a Unix
-socket. The next `labkit grade` of that lab only collects the files, sends them (one
-framed message, `labkit.sandbox.protocol`: the files as blobs), and renders the result
-it gets back (one framed message too). Whatever goes wrong with a daemon (none running,
-busy past its limit, dead, stale, or an answer that does not fit the files sent), the
-client grades in-process as before; a daemon can make grading faster, never different. It grades
-as a batch does, so a student sees the grade their instructor's batch would give.
+has done that work once (`labkit.engine.warm`, as `labkit batch` uses) and waits on a
+local socket (`labkit.student.channel`). The next `labkit grade` of that lab only
+collects the files, sends them (one framed message, `labkit.sandbox.protocol`: the files
+as blobs), and renders the result it gets back (one framed message too). Whatever goes
+wrong with a daemon (none running, busy past its limit, dead, stale, or an answer that
+does not fit the files sent), the client grades in-process as before; a daemon can make
+grading faster, never different. It grades as a batch does, so a student sees the grade
+their instructor's batch would give.
 
 Safety and lifetime:
 - the socket lives in a directory only its user can enter (checked by the client and the
-  daemon), and the daemon answers only processes of its own uid (SO_PEERCRED);
+  daemon), and the daemon answers only processes of its own user (the kernel's word for
+  a Unix socket where it gives one; a token from that folder for loopback TCP, Windows');
 - the socket's name carries a fingerprint of the kit, the Python, the isolation setting
   and the lab's graders, so a changed kit or grader is never served by an old daemon;
 - a lock file makes a second daemon for the same socket exit at once;
@@ -21,12 +23,15 @@ Safety and lifetime:
   on `labkit daemon stop`;
 - every wait on a daemon has a deadline: the client's grade (the lab's limits and
   `REPLY_SLACK`), a ping (`PING_SECONDS`). A daemon that does not answer a ping in time
-  (busy grading, or stuck) is still listed, by the pid the kernel gives for its socket
-  (SO_PEERCRED), and `labkit daemon stop` kills it if it does not answer a stop.
+  (busy grading, or stuck) is still listed, by the pid of the process listening (see
+  `channel.connect`), and `labkit daemon stop` kills it if it does not answer a stop.
+
+Where no socket can be had (no private folder, a path too long), there is no daemon, and
+`labkit grade` grades in-process, saying nothing of it.
 
 `LABKIT_DAEMON=0` turns it off, `=1` on; unset, it is on except where `CI` is set.
 `LABKIT_RUNTIME_DIR` moves the sockets (default `$XDG_RUNTIME_DIR/labkit`, else
-`/tmp/labkit-UID`).
+`/tmp/labkit-UID`; on Windows `%LOCALAPPDATA%\\labkit`).
 """
 
 from __future__ import annotations
@@ -37,10 +42,7 @@ import json
 import os
 import select
 import socket
-import stat
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +54,7 @@ from labkit import __version__, fileset, platform, settings
 from labkit.course.catalogue import LabSpec
 from labkit.results import LabResult
 from labkit.sandbox import protocol
+from labkit.student import channel
 
 IDLE_SECONDS = 900.0
 CONNECT_SECONDS = 0.5
@@ -59,7 +62,7 @@ PING_SECONDS = 2.0  # for a daemon to answer a ping or a stop; past it, busy or 
 REPLY_SLACK = 15.0  # s beyond the lab's grading limit before the client stops waiting
 REQUEST_SECONDS = 10.0  # for a client to send its files
 MAX_REQUEST = 64 * 1024 * 1024
-_SUN_PATH_MAX = 107  # bytes of a Unix socket path (Linux)
+HANGUP_POLL = 0.05  # s between looks for a client that left while it is being graded
 _PASSED_ENV = (settings.ISOLATION, "TMPDIR", "PATH")  # they change how grading runs
 
 
@@ -92,22 +95,12 @@ def runtime_dir() -> Path | None:
     elif os.environ.get("XDG_RUNTIME_DIR"):
         path = Path(os.environ["XDG_RUNTIME_DIR"]) / "labkit"
     else:
-        path = Path(tempfile.gettempdir()) / f"labkit-{os.getuid()}"
+        path = platform.user_runtime_dir()
     try:
         path.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return path if _private(path) else None
-
-
-def _private(folder: Path) -> bool:
-    """A real folder (not a link) of this user that nobody else may enter."""
-    try:
-        info = os.lstat(folder)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
-            and not info.st_mode & 0o077)
+    return path if platform.private_folder(path) else None
 
 
 def fingerprint(lab: LabSpec) -> str:
@@ -137,8 +130,7 @@ def socket_path(lab: LabSpec) -> Path | None:
     root = runtime_dir()
     if root is None:
         return None
-    path = root / f"{lab.id}-{fingerprint(lab)}.sock"
-    return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
+    return channel.endpoint(root, f"{lab.id}-{fingerprint(lab)}")
 
 
 # --- the client -------------------------------------------------------------------------
@@ -164,11 +156,8 @@ def grade(lab: LabSpec, files: dict[str, bytes], lang: str, only: str | None = N
 
 
 def start(lab: LabSpec, idle: float | None = None) -> bool:
-    """Start a daemon for `lab` in the background (it exits at once if one is running).
-
-    A shell puts it in the background and exits, so the daemon is nobody's child: no
-    caller has to wait for it, and it outlives the `labkit grade` that started it.
-    """
+    """Start a daemon for `lab` in the background (it exits at once if one is running);
+    it outlives the `labkit grade` that started it (`platform.start_detached`)."""
     path = socket_path(lab)
     if path is None:
         return False
@@ -178,12 +167,9 @@ def start(lab: LabSpec, idle: float | None = None) -> bool:
                json.dumps(lab.to_dict()), str(idle)]
     try:  # a grade is never lost for want of a daemon (a full disk, no /bin/sh ...)
         with open(path.with_suffix(".log"), "ab") as log:
-            launcher = subprocess.run(["/bin/sh", "-c", '"$@" &', "sh", *command],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                      cwd=path.parent, start_new_session=True, check=False)
+            return platform.start_detached(command, log, path.parent)
     except OSError:
         return False
-    return launcher.returncode == 0
 
 
 @dataclass(frozen=True)
@@ -201,7 +187,7 @@ def running() -> list[DaemonInfo]:
     answer in time (`busy`)."""
     root = runtime_dir()
     found = []
-    for path in sorted(root.glob("*.sock")) if root else []:
+    for path in channel.endpoints(root) if root else []:
         peer: list[int] = []
         reply = _ask(path, {"op": "ping"}, PING_SECONDS, peer=peer)
         if reply is None:
@@ -240,28 +226,19 @@ def _ask(path: Path, request: dict[str, Any], timeout: float,
     but a well-formed message of at most `MAX_REQUEST` bytes in reply. A grade's reply
     may follow messages `{"progress": [k, n]}`, each told to `progress`.
 
-    `peer` gets the pid of the process listening on `path`, if it is this user's: the
-    kernel's word (SO_PEERCRED), which holds even when that process does not answer.
+    `peer` gets the pid of the process listening on `path`, if it is this user's daemon,
+    which holds even when that process does not answer (`channel.connect`).
     """
+    deadline = time.monotonic() + timeout
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(CONNECT_SECONDS)
-            sock.connect(os.fsencode(path))
-            if peer is not None:
-                pid, uid = platform.peer_credentials(sock)
-                if uid == os.getuid():
-                    peer.append(pid)
-            sock.setblocking(False)  # every wait below has the deadline
-            deadline = time.monotonic() + timeout
-            protocol.write_message(sock.fileno(), request, blobs, deadline)
-            sock.shutdown(socket.SHUT_WR)
-            reader = protocol.Reader(sock.fileno(), MAX_REQUEST)
-            reply, _ = reader.read(deadline)
+        with channel.connect(path, CONNECT_SECONDS, deadline, peer) as sock:
+            channel.send(sock, request, blobs, deadline)  # and nothing after (`_watch_hangup`)
+            reply, _ = channel.receive(sock, MAX_REQUEST, deadline)
             while "progress" in reply:
                 done, total = (int(n) for n in reply["progress"])
                 if progress is not None:
                     progress(done, total)
-                reply, _ = reader.read(deadline)
+                reply, _ = channel.receive(sock, MAX_REQUEST, deadline)
     except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout,
             TypeError, ValueError):
         return None
@@ -273,7 +250,7 @@ def _ask(path: Path, request: dict[str, Any], timeout: float,
 
 def serve(path: Path, lab: LabSpec, idle: float) -> None:
     """Serve gradings of `lab` on `path` until idle for `idle` s or asked to stop."""
-    if not _private(path.parent):
+    if not platform.private_folder(path.parent):
         return
     with _exclusive(path.with_suffix(".lock")) as mine:
         if not mine:
@@ -285,48 +262,44 @@ def serve(path: Path, lab: LabSpec, idle: float) -> None:
 
 
 def _prune(root: Path, keep: Path) -> None:
-    """Remove the lock and log files of daemons that are gone (older kits or graders)."""
+    """Remove the files of daemons that are gone (older kits or graders): only while
+    holding their lock, the lock file last. One that opened the lock file before it was
+    removed and locks it after finds it removed (`platform.exclusive_lock`), and leaves."""
     for lock in root.glob("*.lock"):
         if lock == keep:
             continue
         with _exclusive(lock) as unused:
             if unused:
-                for stale in (lock, lock.with_suffix(".log")):
+                for suffix in (".log", *channel.SUFFIXES.values(), ".lock"):
                     with contextlib.suppress(OSError):
-                        stale.unlink()
+                        lock.with_suffix(suffix).unlink()
 
 
 @contextlib.contextmanager
 def _exclusive(lock: Path) -> Iterator[bool]:
-    with open(lock, "a") as handle:
+    """`platform.exclusive_lock`, where a lock file that cannot be opened is another's."""
+    with contextlib.ExitStack() as stack:
         try:
-            platform.lock_exclusive(handle)
+            mine = stack.enter_context(platform.exclusive_lock(lock))
         except OSError:
-            yield False
-            return
-        yield True
+            mine = False
+        yield mine
 
 
 def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
-    """Accept one client at a time; bound only now that grading is warm."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # a dead daemon's socket (we hold the lock)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(os.fsencode(path))
-    os.chmod(path, 0o600)
-    listener.listen(16)
-    listener.settimeout(idle)
+    """Accept one client at a time; bound only now that grading is warm (we hold the
+    lock: a socket already there is a dead daemon's)."""
+    listener = channel.Listener(path)
     graded, last = 0, time.monotonic()
     try:
         while True:
             try:
-                conn, _ = listener.accept()
+                conn = listener.accept(idle, REQUEST_SECONDS)
             except TimeoutError:
                 return
+            if conn is None:
+                continue
             with conn:
-                if _peer_uid(conn) != os.getuid():
-                    continue
-                conn.setblocking(False)  # reads and writes wait with a deadline
                 request, blobs = _receive(conn)
                 op = request.get("op")
                 if op == "stop":
@@ -341,8 +314,6 @@ def _listen(path: Path, lab: LabSpec, grade: Callable, idle: float) -> None:
                     graded, last = graded + 1, time.monotonic()
     finally:
         listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
 
 
 def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str, Any],
@@ -381,25 +352,20 @@ def _grade(conn: socket.socket, lab: LabSpec, grade: Callable, request: dict[str
 
 
 def _watch_hangup(conn: socket.socket, cancel: Any) -> None:
-    """Cancel the grading as soon as the client closes its end (it was interrupted):
-    its half-close after sending is a read shutdown, a full close a hang-up (POLLHUP)."""
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLHUP)
+    """Cancel the grading as soon as the client closes its end (it was interrupted). A
+    client sends nothing after its request, so its socket turns readable only then, on
+    every system and channel (a half-close would tell TCP's peer nothing of a hang-up)."""
     while not cancel.finished():
-        if any(event & (select.POLLHUP | select.POLLERR) for _, event in poller.poll(50)):
+        readable, _, failed = select.select([conn], [], [conn], HANGUP_POLL)
+        if readable or failed:
             cancel.set()
             return
-
-
-def _peer_uid(conn: socket.socket) -> int:
-    return platform.peer_credentials(conn)[1]
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[bytes]]:
     """The client's one request, if it sends a well-formed one in time (else no op)."""
     try:
-        return protocol.Reader(conn.fileno(), MAX_REQUEST).read(
-            time.monotonic() + REQUEST_SECONDS)
+        return channel.receive(conn, MAX_REQUEST, time.monotonic() + REQUEST_SECONDS)
     except (OSError, protocol.ProtocolError, protocol.ChannelClosed, protocol.ChannelTimeout):
         return {}, []
 
@@ -408,7 +374,7 @@ def _reply(conn: socket.socket, message: dict[str, Any]) -> None:
     """One framed reply (ASCII JSON: any text can be sent); a client that gave up or
     stopped reading costs at most `REQUEST_SECONDS`."""
     with contextlib.suppress(OSError, protocol.ChannelClosed, protocol.ChannelTimeout):
-        protocol.write_message(conn.fileno(), message, [], time.monotonic() + REQUEST_SECONDS)
+        channel.send(conn, message, [], time.monotonic() + REQUEST_SECONDS)
 
 
 def main() -> None:
