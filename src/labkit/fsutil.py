@@ -1,4 +1,5 @@
-"""File writes that cannot half-happen: write a temporary file, then rename it over."""
+"""Files written and removed safely: a write that cannot half-happen (a temporary file
+renamed over), and a removal of what the student's code wrote."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for its name, not for us
+        if hasattr(os, "fchmod"):  # Windows' Python before 3.13 has none (nor modes)
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for its name, not for us
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode() if isinstance(data, str) else data)
             handle.flush()

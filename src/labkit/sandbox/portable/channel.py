@@ -1,52 +1,26 @@
 """Pipes to a worker, waited on with a deadline on every system.
 
 POSIX lets the Linux back end `select` on its pipes; Windows cannot wait on a pipe that
-way. Here each blocking read or write runs in a helper thread and the grader waits for
-it with a deadline: one read (of at most one chunk) and one write are outstanding at a
-time, so whatever the worker sends, the trusted side holds one chunk of it beyond the
-message being framed (`protocol.Reader`, with its limits), and a worker that stops
-reading costs a thread blocked until the worker is ended, never the grader's time.
+way. Here a thread per pipe does the blocking reads and writes, and the grader waits for
+them with a deadline. The reading thread reads one chunk, then waits until the grader
+has taken it before it reads the next: whatever the worker sends, the trusted side
+holds one chunk of it beyond the message being framed (`protocol.Reader`, with its
+limits). A worker that stops reading costs the writing thread, blocked until the worker
+is ended, never the grader's time.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 from labkit import platform
 from labkit.sandbox import protocol
 from labkit.sandbox.output import OUTPUT_KEEP
 
-_CHUNK = 1 << 20
-
-
-class _Pending:
-    """One blocking call running in a helper thread, and what it gave."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-        threading.Thread(target=self._run, args=(call,), daemon=True,
-                         name="labkit-pipe").start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self.value = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-            self.error = exc
-        self.done.set()
-
-    def wait(self, deadline: float | None) -> Any:
-        """Its value once done; `ChannelTimeout` at `deadline` (the call goes on)."""
-        if not self.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
-            raise protocol.ChannelTimeout()
-        if self.error is not None:
-            raise self.error
-        return self.value
+_CHUNK = 256 * 1024  # bytes one read asks for (the framing reader is the grader's alone)
 
 
 class Channel:
@@ -55,44 +29,93 @@ class Channel:
     def __init__(self, wfd: int, rfd: int, limit: int = protocol.MAX_MESSAGE) -> None:
         self.wfd, self.rfd = wfd, rfd
         self.reader = protocol.Reader(rfd, limit)
-        self._read: _Pending | None = None
-        self._write: _Pending | None = None
+        self._chunks: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self._room = threading.Event()  # the last chunk was taken: read the next
+        self._room.set()
+        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._written: queue.SimpleQueue[OSError | None] = queue.SimpleQueue()
+        self._closed = self._stuck = self._closing = False
+        self._threads = [threading.Thread(target=target, daemon=True, name=name)
+                         for target, name in ((self._read_replies, "labkit-replies"),
+                                              (self._write_requests, "labkit-requests"))]
+        for thread in self._threads:
+            thread.start()
+
+    def _read_replies(self) -> None:
+        while True:
+            self._room.wait()
+            self._room.clear()
+            if self._closing:
+                return
+            try:
+                chunk = os.read(self.rfd, _CHUNK)
+            except OSError:
+                chunk = b""
+            self._chunks.put(chunk)
+            if not chunk:
+                return
+
+    def _write_requests(self) -> None:
+        while (data := self._requests.get()) is not None:
+            try:
+                _write_all(self.wfd, data)
+                self._written.put(None)
+            except OSError as exc:  # the worker's end is closed: it ended
+                self._written.put(exc)
+                return
 
     def read(self, deadline: float | None) -> protocol.Message:
         """The next message; `ChannelTimeout` at `deadline`, `ChannelClosed` once the
         worker's end is closed, `ProtocolError` for what is not a message."""
         while (message := self.reader.take()) is None:
-            if self._read is None:
-                self._read = _Pending(lambda: os.read(self.rfd, self.reader.wanted()))
-            chunk = self._read.wait(deadline)
-            self._read = None
+            if self._closed:
+                raise protocol.ChannelClosed()
+            try:
+                chunk = self._chunks.get(timeout=_left(deadline))
+            except queue.Empty:
+                raise protocol.ChannelTimeout() from None
             if not chunk:
+                self._closed = True
                 raise protocol.ChannelClosed()
             self.reader.add(chunk)
+            self._room.set()
         return message
 
     def write(self, data: bytes, deadline: float | None) -> None:
         """Write packed messages; `ChannelTimeout` if the worker has not taken them all
-        by `deadline` (the write goes on until the worker is ended)."""
-        if self._write is not None and not self._write.done.is_set():
-            raise protocol.ChannelTimeout()  # an earlier write is still stuck
-        self._write = _Pending(lambda: _write_all(self.wfd, data))
+        by `deadline` (the write goes on until the worker is ended, and no other is
+        made), `ChannelClosed` if the worker is gone."""
+        if self._stuck:
+            raise protocol.ChannelTimeout()
+        self._requests.put(data)
         try:
-            self._write.wait(deadline)
-        except OSError:  # the worker's end is closed: it ended
-            raise protocol.ChannelClosed() from None
+            error = self._written.get(timeout=_left(deadline))
+        except queue.Empty:
+            self._stuck = True
+            raise protocol.ChannelTimeout() from None
+        if error is not None:
+            self._stuck = True
+            raise protocol.ChannelClosed()
 
     def close(self, wait: float = 1.0) -> None:
-        """Close both pipes, once the worker has ended: a read or write still pending
-        ends then (end of file, broken pipe). One that does not within `wait` s keeps
-        its pipe open: closing it under a blocked thread could give its number to the
-        next pipe opened, and the thread would read that one."""
-        for pending, fd in ((self._read, self.rfd), (self._write, self.wfd)):
-            if pending is None or pending.done.wait(wait):
+        """Close both pipes, once the worker has ended: a read or write still under way
+        ends then (end of file, broken pipe). A pipe whose thread has not ended within
+        `wait` s stays open: closing it under a blocked thread could give its number
+        to the next pipe opened, and the thread would read or write that one."""
+        self._closing = True
+        self._room.set()
+        self._requests.put(None)
+        for thread, fd in zip(self._threads, (self.rfd, self.wfd), strict=True):
+            thread.join(wait)
+            if not thread.is_alive():
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _write_all(fd: int, data: bytes) -> None:
