@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import select
 import subprocess
 import sys
 import time
@@ -243,3 +245,28 @@ def wait_ready(lab: LabSpec | None = None) -> daemon.DaemonInfo:
             return found[0]
         time.sleep(0.1)
     raise AssertionError("no daemon became ready")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_MOVES = re.compile(r"\x1b\[[0-9;?]*[A-HJKfhl]")  # cursor moves and clears: a new line here
+
+
+def _plain(seen: list[str]) -> str:
+    return _ANSI.sub("", _MOVES.sub("\n", "".join(seen))).replace("\r", "")
+
+
+def read_screen_until(fd: int, needle: str, timeout: float, seen: list[str]) -> str:
+    """A terminal's output read from `fd` (escape sequences removed, kept in `seen`)
+    once it shows `needle`, wherever the terminal wrapped it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen.append(os.read(fd, 65536).decode(errors="replace"))
+            except OSError:
+                break
+        text = _plain(seen)
+        if needle in " ".join(text.split()):
+            return text
+    raise AssertionError(f"{needle!r} never shown; the screen had:\n{_plain(seen)}")

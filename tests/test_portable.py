@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from kit import REPO, TESTS, solution_files
+from kit import REPO, TESTS, read_screen_until, solution_files
 
 from labkit.course.catalogue import get_lab, lab_checks
 from labkit.sandbox import codec, levels
@@ -264,7 +264,7 @@ def test_the_student_loop_runs_without_any_linux_only_call(tmp_path):
                              stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     try:
-        seen = _read_until(master, f"Total: {full:g} / {full:g} points", 120)
+        seen = read_screen_until(master, f"Total: {full:g} / {full:g} points", 120, [])
         assert "Traceback" not in seen
         os.write(master, b"q")
         assert watch.wait(timeout=30) == 0
@@ -273,21 +273,6 @@ def test_the_student_loop_runs_without_any_linux_only_call(tmp_path):
             watch.kill()
             watch.wait()
         os.close(master)
-
-
-def _read_until(fd: int, text: str, seconds: float) -> str:
-    import select
-
-    seen, deadline = b"", time.monotonic() + seconds
-    while text.encode() not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, seen.decode(errors="replace")[-2000:]
-        if select.select([fd], [], [], left)[0]:
-            try:
-                seen += os.read(fd, 65536)
-            except OSError:
-                break
-    return seen.decode(errors="replace")
 
 
 def test_the_repository_has_a_workflow_for_macos_and_windows():

@@ -9,7 +9,6 @@ import json
 import os
 import pty
 import re
-import select
 import shutil
 import signal
 import string
@@ -26,7 +25,16 @@ import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from kit import REPO, grade_cached, solution_files, stub_files, variants, wait_ready, write_files
+from kit import (
+    REPO,
+    grade_cached,
+    read_screen_until,
+    solution_files,
+    stub_files,
+    variants,
+    wait_ready,
+    write_files,
+)
 from rich.console import Console
 
 from labkit import i18n, textsafe
@@ -452,29 +460,6 @@ def test_only_saves_of_the_labs_files_count_as_changes(tmp_path, poll):
     assert not thread.is_alive()
 
 
-_MOVES = re.compile(r"\x1b\[[0-9;?]*[A-HJKfhl]")  # cursor moves and clears: a new line here
-
-
-def _plain(seen: list[str]) -> str:
-    return _ANSI.sub("", _MOVES.sub("\n", "".join(seen))).replace("\r", "")
-
-
-def _read_until(fd: int, needle: str, timeout: float, seen: list[str]) -> str:
-    """The terminal's output (escape sequences removed) once it shows `needle`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                seen.append(os.read(fd, 65536).decode(errors="replace"))
-            except OSError:
-                break
-        text = _plain(seen)
-        if needle in " ".join(text.split()):  # wherever the terminal wrapped it
-            return text
-    raise AssertionError(f"{needle!r} never shown; the screen had:\n{_plain(seen)}")
-
-
 @pytest.mark.slow
 def test_watch_in_a_terminal_regrades_on_save_and_leaves_on_q(tmp_path):
     ws = tmp_path / "lab02"
@@ -490,17 +475,17 @@ def test_watch_in_a_terminal_regrades_on_save_and_leaves_on_q(tmp_path):
     os.close(slave)
     seen: list[str] = []
     try:
-        _read_until(master, f"Total: 0 / {LAB_MAX:g} points", 120, seen)
-        first = _read_until(master, "to leave.", 30, seen)  # the whole screen, to its footer
+        read_screen_until(master, f"Total: 0 / {LAB_MAX:g} points", 120, seen)
+        first = read_screen_until(master, "to leave.", 30, seen)  # the whole screen, to its footer
         assert "hint:" in " ".join(first.split()).split(f"Total: 0 / {LAB_MAX:g} points")[-1]
         assert all(len(line) <= 80 for line in first.splitlines())
         seen.clear()
         looping = solution_files(LAB)["broadcasting.py"] + _LOOPING
         (ws / "broadcasting.py").write_bytes(looping)  # a grade that would hang ...
-        _read_until(master, "Grading lab02", 30, seen)
+        read_screen_until(master, "Grading lab02", 30, seen)
         time.sleep(1.0)
         (ws / "broadcasting.py").write_bytes(solution_files(LAB)["broadcasting.py"])  # saved over
-        solved = _read_until(master, f"Total: {LAB_MAX:g} / {LAB_MAX:g} points", 120, seen)
+        solved = read_screen_until(master, f"Total: {LAB_MAX:g} / {LAB_MAX:g} points", 120, seen)
         # the cancelled grade never reached the screen
         assert f"{LAB_MAX - 1.5:g} / {LAB_MAX:g}" not in solved
         os.write(master, b"q")

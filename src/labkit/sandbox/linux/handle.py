@@ -18,6 +18,7 @@ from labkit.sandbox.calls import CallHandle
 from labkit.sandbox.errors import WorkerCrashed
 from labkit.sandbox.linux import procfs
 from labkit.sandbox.output import Capture
+from labkit.sandbox.watching import ThreadSampler
 
 
 class Forker(Protocol):
@@ -67,11 +68,14 @@ class WorkerHandle(CallHandle):
         except OSError as exc:
             raise WorkerCrashed(None, f"cannot read the worker's /proc: {exc}") from None
 
-    def watch(self) -> procfs.ThreadSampler | None:
-        """The worker's threads sampled from `/proc` while a call runs (see
-        `procfs.ThreadSampler`); None if the worker is not to be found."""
+    def watch(self) -> ThreadSampler | None:
+        """The worker's threads sampled from `/proc`'s schedstat while a call runs (its
+        own thread is the one whose id is its pid); None if it is not to be found."""
         pid = self._pid()
-        return procfs.ThreadSampler(pid) if pid is not None else None
+        if pid is None:
+            return None
+        return ThreadSampler(lambda: procfs.thread_times(pid),
+                             lambda before: pid if pid in before else None)
 
     def _mark(self) -> None:
         """Note how long the worker's threads have waited on the run queue so far."""

@@ -8,10 +8,8 @@ runs in, the marker in its environment, and what the host's shared memory holds.
 from __future__ import annotations
 
 import os
-import threading
-import time
 
-from labkit.sandbox.backend import MARKER, ThreadSeen, Usage
+from labkit.sandbox.backend import MARKER, Usage
 from labkit.sandbox.linux.pids import PidsGroup
 
 
@@ -216,37 +214,7 @@ def schedstats(pid: int) -> dict[int, tuple[int, int]]:
     return found
 
 
-class ThreadSampler:
-    """Samples a worker's threads from `/proc` every `INTERVAL_S` while a call runs, in
-    a thread of this process (the worker cannot see or change it): a `ThreadWatch`."""
-
-    INTERVAL_S = 0.002
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.before = pid, schedstats(pid)
-        self.seen: dict[int, tuple[int, int, float]] = {}
-        self.stop = threading.Event()
-        self.started = time.perf_counter()
-        self.thread = threading.Thread(target=self._run, name="labkit-watch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.INTERVAL_S):
-            self._sample()
-
-    def _sample(self) -> dict[int, tuple[int, int]]:
-        now, stats = time.perf_counter() - self.started, schedstats(self.pid)
-        for tid, (run, ready) in stats.items():
-            if tid not in self.before:
-                self.seen[tid] = (run, ready, now)
-        return stats
-
-    def finish(self) -> tuple[float | None, tuple[ThreadSeen, ...]]:
-        self.stop.set()
-        self.thread.join()
-        after = self._sample()
-        main = None
-        if self.pid in self.before and self.pid in after:
-            main = (after[self.pid][0] - self.before[self.pid][0]) / 1e9
-        return main, tuple(ThreadSeen(run / 1e9, ready / 1e9, at)
-                           for run, ready, at in self.seen.values())
+def thread_times(pid: int) -> dict[int, tuple[float, float]]:
+    """{tid: (seconds run, seconds waited on the run queue)} of process `pid`'s threads,
+    for `labkit.sandbox.watching.ThreadSampler` (the thread whose id is `pid` runs calls)."""
+    return {tid: (run / 1e9, ready / 1e9) for tid, (run, ready) in schedstats(pid).items()}

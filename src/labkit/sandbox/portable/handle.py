@@ -23,7 +23,8 @@ from labkit.sandbox.backend import Deadline, Usage
 from labkit.sandbox.calls import CallHandle
 from labkit.sandbox.errors import WorkerCrashed
 from labkit.sandbox.portable.channel import Channel, StreamCapture
-from labkit.sandbox.portable.tree import ThreadSampler, Tree
+from labkit.sandbox.portable.tree import Tree
+from labkit.sandbox.watching import ThreadSampler
 
 SLEEPING_SHARE = 0.05
 
@@ -60,9 +61,9 @@ class PortableHandle(CallHandle):
             raise WorkerCrashed(None, f"cannot read the worker's usage: {exc}") from None
 
     def watch(self) -> ThreadSampler | None:
-        """The worker's threads sampled while a call runs; None where the system does
-        not let this user read them (macOS may refuse)."""
-        sampler = ThreadSampler(self.tree)
+        """The worker's threads sampled while a call runs (their CPU time; see
+        `Tree.threads`); None where the system does not let this user read them."""
+        sampler = ThreadSampler(self.tree.threads, self.tree.main_thread)
         if not sampler.before:
             sampler.finish()
             return None

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
-import time
 from typing import Any
 
 import psutil
 
 from labkit import platform
-from labkit.sandbox.backend import MARKER, ThreadSeen, Usage
+from labkit.sandbox.backend import MARKER, Usage
 
 
 def _job(limits: dict[str, int], processes: int | None) -> Any:
@@ -62,13 +60,23 @@ class Tree:
             raise OSError(str(exc)) from None
         return Usage(times.user + times.system, threads, children)
 
-    def threads(self) -> dict[int, float]:
-        """{thread id: CPU seconds} of the worker process now (empty if unknown)."""
+    def threads(self) -> dict[int, tuple[float, float]]:
+        """{thread id: (CPU seconds, 0)} of the worker process now, for
+        `labkit.sandbox.watching.ThreadSampler` (no system tells a thread's wait for a
+        CPU portably); empty if unknown."""
         try:
             return ({} if self._ps is None else
-                    {t.id: t.user_time + t.system_time for t in self._ps.threads()})
+                    {t.id: (t.user_time + t.system_time, 0.0) for t in self._ps.threads()})
         except psutil.Error:
             return {}
+
+    def main_thread(self, before: dict[int, tuple[float, float]]) -> int | None:
+        """The thread that runs calls: the one whose id is the process's (Linux), else
+        the one that had used the most CPU when the watch began (it imported NumPy and
+        the student's modules)."""
+        if self.pid in before:
+            return self.pid
+        return max(before, key=lambda tid: before[tid][0], default=None)
 
     def end(self) -> dict[str, Any]:
         """End the worker and its descendants; how it ended (`exitcode`, `killed`)."""
@@ -127,46 +135,3 @@ def sweep(marker: str) -> list[int]:
             pass
     _, alive = psutil.wait_procs(found, timeout=2)
     return [process.pid for process in alive]
-
-
-class ThreadSampler:
-    """A worker's threads sampled through psutil every `INTERVAL_S` while a call runs,
-    in a thread of this process: a `labkit.sandbox.backend.ThreadWatch`.
-
-    The thread that runs the call is the one whose id is the process's (Linux), else
-    the one that had used the most CPU when the watch began (it imported NumPy and the
-    student's modules). Threads report their CPU time, not their run-queue wait: a
-    `ThreadSeen` here says 0 for `ready_s`.
-    """
-
-    INTERVAL_S = 0.002
-
-    def __init__(self, tree: Tree) -> None:
-        self.tree, self.before = tree, tree.threads()
-        self.main = (tree.pid if tree.pid in self.before
-                     else max(self.before, key=self.before.__getitem__, default=None))
-        self.seen: dict[int, tuple[float, float]] = {}
-        self.stop = threading.Event()
-        self.started = time.perf_counter()
-        self.thread = threading.Thread(target=self._run, name="labkit-watch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.INTERVAL_S):
-            self._sample()
-
-    def _sample(self) -> dict[int, float]:
-        now, threads = time.perf_counter() - self.started, self.tree.threads()
-        for tid, cpu in threads.items():
-            if tid not in self.before:
-                self.seen[tid] = (cpu, now)
-        return threads
-
-    def finish(self) -> tuple[float | None, tuple[ThreadSeen, ...]]:
-        self.stop.set()
-        self.thread.join()
-        after = self._sample()
-        main = None
-        if self.main is not None and self.main in after:
-            main = after[self.main] - self.before[self.main]
-        return main, tuple(ThreadSeen(cpu, 0.0, at) for cpu, at in self.seen.values())
