@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from kit import REPO, TESTS, read_screen_until, solution_files
+from kit import REPO, TESTS, daemon_pids, read_screen_until, solution_files, wait_gone
 
 from labkit.course.catalogue import get_lab, lab_checks
 from labkit.sandbox import codec, levels
@@ -239,16 +239,26 @@ def test_the_student_loop_runs_without_any_linux_only_call(tmp_path):
     assert (graded["isolation"], graded["score"]) == ("portable", 0), stub.stderr
     (ws / "broadcasting.py").write_bytes(solution_files(lab)["broadcasting.py"])
     try:
-        for warm in (False, True):  # the first grades cold and leaves a daemon
-            solved = json.loads(labkit("grade", "lab02", "--json", cwd=ws).stdout)
-            assert (solved["isolation"], solved["score"]) == ("portable", full)
-            if not warm:  # its channel appears once it is warm (slow on a busy machine)
-                deadline = time.monotonic() + 120
-                while not [*runtime.glob("*.sock"), *runtime.glob("*.port")]:
-                    assert time.monotonic() < deadline, "no daemon came up"
-                    time.sleep(0.2)
-    finally:
+        _graded_by_its_daemon_then_the_rest(labkit, ws, runtime, env, lab, full)
+    finally:  # `watch` may have started one again
         labkit("daemon", "stop")
+        left = [pid for pid in daemon_pids(under=runtime) if not wait_gone(pid, 10)]
+        for pid in left:
+            os.kill(pid, 9)
+    assert not left, "labkit daemon stop left its daemon running"
+
+
+def _graded_by_its_daemon_then_the_rest(labkit, ws: Path, runtime: Path, env: dict,
+                                         lab, full: float) -> None:
+    """The solution graded cold (leaving a daemon), then warm; hint, list, reset, watch."""
+    for warm in (False, True):
+        solved = json.loads(labkit("grade", "lab02", "--json", cwd=ws).stdout)
+        assert (solved["isolation"], solved["score"]) == ("portable", full)
+        if not warm:  # its channel appears once it is warm (slow on a busy machine)
+            deadline = time.monotonic() + 120
+            while not [*runtime.glob("*.sock"), *runtime.glob("*.port")]:
+                assert time.monotonic() < deadline, "no daemon came up"
+                time.sleep(0.2)
     assert labkit("hint", "lab02", cwd=ws).returncode == 0
     listed = labkit("list")
     assert listed.returncode == 0 and "lab02" in listed.stdout
