@@ -216,3 +216,29 @@ def test_cli_status_and_stop(daemons):
     stopped = cli.invoke(main, ["daemon", "stop", "--lang", "en"])
     assert stopped.exit_code == 0 and "stopped 1" in stopped.output
     assert _wait_gone(info.pid) and daemon.running() == []
+
+
+def test_doctor_says_why_the_daemon_is_off_and_how_to_mend_it(tmp_path, monkeypatch):
+    """Issue 30: a runtime folder that others may enter (mode 755), or whose path is too
+    long for a socket, turned the daemon off without a word."""
+    from labkit.cli.doctor import _daemon_line
+
+    monkeypatch.setenv("LABKIT_DAEMON", "1")
+    monkeypatch.delenv("LABKIT_DAEMON_CHANNEL", raising=False)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(shared))
+    assert daemon.why_off() == ("daemon_off_not_private", {"where": str(shared)})
+    assert f"chmod 700 {shared}" in _daemon_line("en")
+    assert f"chmod 700 {shared}" in _daemon_line("es")
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(deep))
+    assert daemon.why_off()[0] == "daemon_off_path_too_long"
+    assert "too long" in _daemon_line("en")
+    monkeypatch.setenv("LABKIT_RUNTIME_DIR", str(shared / "file"))
+    (shared / "file").write_text("")
+    assert daemon.why_off()[0] == "daemon_off_no_folder"
+    monkeypatch.setenv("LABKIT_DAEMON", "0")
+    assert daemon.why_off() == ("daemon_off", {})

@@ -95,9 +95,8 @@ def _time_scale_line(lang: str) -> str:
 def _daemon_line(lang: str) -> str:
     from labkit.student import daemon
 
-    if not daemon.enabled():
-        return i18n.t("daemon_off", lang)
-    where = daemon.runtime_dir()
-    if where is None:
-        return i18n.t("doctor_daemon_no_folder", lang)
-    return i18n.t("doctor_daemon_on", lang, count=len(daemon.running()), where=where)
+    off = daemon.why_off()
+    if off is not None:
+        return i18n.t(off[0], lang, **off[1])
+    return i18n.t("doctor_daemon_on", lang, count=len(daemon.running()),
+                  where=daemon.runtime_dir())

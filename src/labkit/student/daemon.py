@@ -88,19 +88,44 @@ def idle_seconds() -> float:
     return idle if 0 < idle < float("inf") else IDLE_SECONDS
 
 
+def _runtime_path() -> Path:
+    if settings.get(settings.RUNTIME_DIR):
+        return Path(settings.get(settings.RUNTIME_DIR))
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "labkit"
+    return platform.user_runtime_dir()
+
+
 def runtime_dir() -> Path | None:
     """The user's private socket directory, made if missing; None if it is not private."""
-    if settings.get(settings.RUNTIME_DIR):
-        path = Path(settings.get(settings.RUNTIME_DIR))
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "labkit"
-    else:
-        path = platform.user_runtime_dir()
+    path = _runtime_path()
     try:
         path.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return None
     return path if platform.private_folder(path) else None
+
+
+# The longest lab id and fingerprint a daemon's endpoint is named by ("lab02-" + 20 hex).
+_LONGEST_NAME = "x" * 12 + "-" + "0" * 20
+
+
+def why_off() -> tuple[str, dict[str, str]] | None:
+    """Why `labkit grade` would grade without a daemon here, as a message key of the
+    catalogue and its parameters (`labkit doctor` says it); None when a daemon can run.
+    Each reason names the folder and what would mend it."""
+    if not enabled():
+        return "daemon_off", {}
+    path = _runtime_path()
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        return "daemon_off_no_folder", {"where": str(path), "detail": exc.strerror or str(exc)}
+    if not platform.private_folder(path):
+        return "daemon_off_not_private", {"where": str(path)}
+    if channel.endpoint(path, _LONGEST_NAME) is None:
+        return "daemon_off_path_too_long", {"where": str(path)}
+    return None
 
 
 def fingerprint(lab: LabSpec) -> str:
