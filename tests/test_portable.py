@@ -109,6 +109,7 @@ def test_a_worker_answers_prints_and_is_measured_from_outside(sandbox):
     assert call(worker, "spin", 0.3)
     after = worker.usage()
     assert after.cpu_s - before.cpu_s >= 0.25  # counted by the system, not the worker
+    assert worker.tree.cpu() >= after.cpu_s  # what each call's start reads: the same clock
     worker.close()
 
 

@@ -71,7 +71,7 @@ class PortableHandle(CallHandle):
 
     def _mark(self) -> None:
         try:
-            self._marked = (psutil.cpu_times().idle, self.tree.usage().cpu_s)
+            self._marked = (psutil.cpu_times().idle, self.tree.cpu())
         except (OSError, psutil.Error):
             self._marked = None
 
@@ -80,7 +80,7 @@ class PortableHandle(CallHandle):
             return None
         try:
             idle = psutil.cpu_times().idle - self._marked[0]
-            ran = self.tree.usage().cpu_s - self._marked[1]
+            ran = self.tree.cpu() - self._marked[1]
         except psutil.Error:
             return None
         if ran < SLEEPING_SHARE * elapsed:  # waiting on something, not on the machine

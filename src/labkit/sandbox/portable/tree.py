@@ -60,6 +60,17 @@ class Tree:
             raise OSError(str(exc)) from None
         return Usage(times.user + times.system, threads, children)
 
+    def cpu(self) -> float:
+        """The worker process's own CPU time so far (as in `usage`), without the walk of
+        its descendants: read at every call's start. `OSError` if it is gone."""
+        if self._ps is None:
+            raise OSError("this system does not report the worker's usage")
+        try:
+            times = self._ps.cpu_times()
+        except psutil.Error as exc:
+            raise OSError(str(exc)) from None
+        return times.user + times.system
+
     def threads(self) -> dict[int, tuple[float, float]]:
         """{thread id: (CPU seconds, 0)} of the worker process now, for
         `labkit.sandbox.watching.ThreadSampler` (no system tells a thread's wait for a
@@ -101,8 +112,6 @@ class Tree:
             self.job.close()
         return {"killed": killed, "exitcode": code}
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
 
 
 def _descendants(process: psutil.Process) -> list[psutil.Process]:
