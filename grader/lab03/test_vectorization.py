@@ -37,15 +37,17 @@ from PIL import Image
 from labkit.grading import as_float, as_int, callback, check, fail, refusals, refuse
 from labkit.sandbox.codec import Opaque
 
-# CPU seconds per element, read by this process from the worker's /proc around one
-# call (10 ms resolution, so the arrays are large; they sit in memory both sides map,
-# so no copy of the argument is counted). A Python loop boxes every element: 50-300 ns
-# each on today's machines, never under 20. One NumPy pass costs about 1 ns: even a
-# loaded machine stays far below 25.
+# CPU seconds per element, read by this process from the worker's usage around one
+# call. Systems count a process's CPU time in clock ticks (10 ms on Linux, 15.6 ms on
+# Windows, each end of a measurement off by up to one), so the arrays are large enough
+# that the limits below are 40 ms or more, two ticks beyond what the other side of them
+# costs; the arrays sit in memory both sides map, so no copy of the argument is counted.
+# A Python loop boxes every element: 50-300 ns each on today's machines, never under 20.
+# One NumPy pass costs about 1-5 ns: even a loaded machine stays far below 25.
 LOOP_MIN_CPU_PER_ELEMENT = 20e-9
 VECTORIZED_MAX_CPU_PER_ELEMENT = 25e-9
-LOOP_SHAPE = (4, 250_000)  # a short first axis: a loop over rows is not a loop per element
-VECTORIZED_SIZE = 1_000_000
+LOOP_SHAPE = (4, 500_000)  # a short first axis: a loop over rows is not a loop per element
+VECTORIZED_SIZE = 2_000_000
 # What a loop is in the source (a `for`, a comprehension) and what hides one: builtins
 # that walk an iterable element by element from Python.
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
