@@ -290,3 +290,34 @@ def test_the_repository_has_a_workflow_for_macos_and_windows():
     workflow = (REPO / ".github" / "workflows" / "portable.yml").read_text()
     assert "macos-latest" in workflow and "windows-latest" in workflow
     assert "LABKIT_ISOLATION: portable" in workflow
+
+
+def _job_from(messages: list[tuple[dict, list[bytes]]]):
+    """What a portable worker makes of `messages` as the first it reads."""
+    from labkit.sandbox import protocol
+    from labkit.sandbox.child.portable import _job
+
+    rfd, wfd = os.pipe()
+    os.write(wfd, b"".join(protocol.pack(header, blobs) for header, blobs in messages))
+    os.close(wfd)
+    try:
+        return _job(protocol.Reader(rfd))
+    finally:
+        os.close(rfd)
+
+
+PROBES = b"import os\nLOADED_BY = os.getpid()\ndef where():\n    return 'probes'\n"
+
+
+def test_probes_sent_ahead_serve_the_job_that_names_them():
+    job = {"job": {}, "files": ["student.py"], "probes": "lab/probes.py", "preloaded": True}
+    _, files, probes = _job_from([({"preload": "lab/probes.py"}, [PROBES]), (job, [CODE])])
+    assert files == {"student.py": CODE} and probes.where() == "probes"
+    # sent with the job instead: the same probes
+    job = {**job, "preloaded": False}
+    _, _, probes = _job_from([(job, [CODE, PROBES])])
+    assert probes.LOADED_BY == os.getpid()
+    # a job that names probes it was never sent is refused, not served without them
+    with pytest.raises(ValueError, match="not sent"):
+        _job_from([({"preload": "other/probes.py"}, [PROBES]), ({**job, "preloaded": True},
+                                                                 [CODE])])

@@ -33,6 +33,9 @@ DEFAULT_LIMITS = {
 # NumPy's BLAS and OpenMP pools start one thread per core, which then spin after each
 # call; a worker or a batch's grading process is one of many sharing the cores.
 ONE_MATH_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# What every worker's environment holds besides: one math thread, and matplotlib drawing
+# into files only (no window, on any system), chosen before anything imports it.
+WORKER_ENV = {**ONE_MATH_THREAD, "MPLBACKEND": "Agg"}
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 from labkit.sandbox import codec, protocol
 from labkit.sandbox.child import limits
 from labkit.sandbox.child.files import write_files
-from labkit.sandbox.child.worker import Worker, load_probes
+from labkit.sandbox.child.worker import Worker, load_probes, preload
 
 MAX_PRECOMPILED = 256 * 1024  # bytes of one source file the zygote compiles for its workers
 _PR_SET_DUMPABLE = 4
@@ -603,6 +603,13 @@ def zygote(control_fd: int, scratch: str, private: bool = False) -> None:
     _kill_strays(workers)
 
 
+def _loaded(name: str, source: bytes) -> Any:
+    """The lab's probes, and what they ask a zygote to import once for every worker."""
+    probes = load_probes(name, source)
+    preload(probes)
+    return probes
+
+
 def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
            workers: dict[int, dict[str, Any]], control: socket.socket,
            scratch: str, private: bool) -> dict[str, Any]:
@@ -616,7 +623,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         probe_module = None
         if probe_source is not None:
             if probe_source[1] not in probes:
-                probes[probe_source[1]] = load_probes(*probe_source)
+                probes[probe_source[1]] = _loaded(*probe_source)
             probe_module = probes[probe_source[1]]
         workdir = _make_workdir(scratch, files)
         _precompile(workdir, files)
@@ -640,7 +647,7 @@ def _serve(request: dict[str, Any], fds: list[int], probes: dict[bytes, Any],
         probe_source = _read_bundle(fds[0])[1]
         if probe_source is not None and probe_source[1] not in probes:
             try:
-                probes[probe_source[1]] = load_probes(*probe_source)
+                probes[probe_source[1]] = _loaded(*probe_source)
             except Exception:  # noqa: BLE001 - the first spawn loads again, and says why
                 return {"loaded": False}
         return {"loaded": True}

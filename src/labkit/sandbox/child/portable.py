@@ -61,13 +61,28 @@ def _arena(place: Any) -> mmap.mmap | None:
 
 
 def _job(reader: protocol.Reader) -> tuple[dict[str, Any], dict[str, bytes], Any]:
-    """The job: its header, its files and its probes (loaded), from the first message."""
+    """The job: its header, its files and its probes (loaded). The lab's probes may come
+    first, in a message of their own, as soon as the back end knows them: then they load
+    while the previous check runs, and the job only names them."""
     header, blobs = reader.read()
+    loaded: tuple[str, Any] | None = None
+    if "preload" in header:
+        if len(blobs) != 1:
+            raise ValueError("probes sent ahead are one source")
+        loaded = (str(header["preload"]), load_probes(str(header["preload"]), blobs[0]))
+        header, blobs = reader.read()
     names, probe = header["files"], header.get("probes")
-    if len(names) + (probe is not None) != len(blobs):
+    sent = probe is not None and not header.get("preloaded")
+    if len(names) + sent != len(blobs):
         raise ValueError("the job's names do not match its files")
     files = dict(zip(names, blobs[: len(names)], strict=True))
-    return header, files, (load_probes(probe, blobs[-1]) if probe is not None else None)
+    if probe is None:
+        return header, files, None
+    if sent:
+        return header, files, load_probes(probe, blobs[-1])
+    if loaded is None or loaded[0] != probe:
+        raise ValueError("the job names probes that were not sent")
+    return header, files, loaded[1]
 
 
 def main() -> None:

@@ -43,6 +43,14 @@ def load_probes(name: str, source: bytes) -> Any:
     return module
 
 
+def preload(probes: Any) -> None:
+    """Import the modules the probes name in `PRELOAD` (matplotlib, say): a zygote does,
+    once for all the workers it forks. A portable worker serves one check and does not:
+    the student's code imports what that check needs."""
+    for name in getattr(probes, "PRELOAD", ()):
+        importlib.import_module(str(name))
+
+
 class _TooSlow(BaseException):
     """Raised by the alarm into a description that ran out of time (a BaseException:
     the student's `__str__` is not meant to catch it)."""

@@ -28,7 +28,7 @@ from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
     MARKER,
-    ONE_MATH_THREAD,
+    WORKER_ENV,
     Deadline,
     Description,
     SandboxConfig,
@@ -90,7 +90,7 @@ class Zygote:
         self.marker = f"{os.getpid()}-{secrets.token_hex(8)}"
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update(LANG="C.UTF-8", **ONE_MATH_THREAD, **{MARKER: self.marker})
+        env.update(LANG="C.UTF-8", **WORKER_ENV, **{MARKER: self.marker})
         command = [sys.executable, "-I", "-B", "-m", CHILD_MODULE, str(theirs.fileno())]
         if self.choice.mode == "process":  # the zygote removes it when it ends, whatever we do
             base = unprivileged.temp_base("process") if os.geteuid() == 0 else None

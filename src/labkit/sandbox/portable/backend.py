@@ -32,7 +32,7 @@ from labkit.sandbox import protocol, unprivileged
 from labkit.sandbox.backend import (
     DEFAULT_LIMITS,
     MARKER,
-    ONE_MATH_THREAD,
+    WORKER_ENV,
     Deadline,
     Description,
     SandboxConfig,
@@ -55,15 +55,17 @@ _PASSED_ENV = ("PATH", "SYSTEMROOT", "WINDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2
 
 class _Spare:
     """A worker started ahead of its job, in its own new folder: it loads Python, NumPy
-    and the call loop, says it is ready, and waits for its first message."""
+    and the call loop, says it is ready, and waits for its first message. It loads the
+    lab's probes as soon as it is sent them (`preload`), still ahead of its job."""
 
-    def __init__(self, root: str, marker: str, limits: dict[str, int]) -> None:
+    def __init__(self, root: str, marker: str, limits: dict[str, int],
+                 probes: tuple[str, bytes] | None) -> None:
         self.workdir = tempfile.mkdtemp(prefix="work-", dir=root)
         as_nobody = platform.is_root()
         if as_nobody:
             os.chown(self.workdir, NOBODY, NOBODY)
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
-        env.update(LANG="C.UTF-8", PYTHONIOENCODING="utf-8", **ONE_MATH_THREAD,
+        env.update(LANG="C.UTF-8", PYTHONIOENCODING="utf-8", **WORKER_ENV,
                    **{MARKER: marker}, **dict.fromkeys(
                        ("HOME", "TMPDIR", "TEMP", "TMP", "USERPROFILE"), self.workdir))
         self.arena = make_arena()
@@ -92,6 +94,15 @@ class _Spare:
         self.capture = StreamCapture(os.dup(self.process.stderr.fileno()))
         self.process.stderr.close()
         self.is_ready = False
+        self.preloaded: str | None = None
+        if probes is not None:
+            self.preload(*probes)
+
+    def preload(self, name: str, source: bytes) -> None:
+        """Send the lab's probes now, without waiting: the worker loads them before its
+        job comes (the job then only names them)."""
+        self.channel.write_ahead(protocol.pack({"preload": name}, [source]))
+        self.preloaded = name
 
     def ready(self) -> None:
         """Wait for its word that it is ready; `SandboxFailure` if it does not come."""
@@ -134,6 +145,7 @@ class PortableBackend:
         self._spare: _Spare | None = None
         self._live: dict[int, tuple[_Spare, PortableHandle]] = {}
         self._probes: dict[str, bytes] = {}
+        self._preload: tuple[str, bytes] | None = None  # the probes a spare loads ahead
 
     @property
     def name(self) -> str:
@@ -153,7 +165,7 @@ class PortableBackend:
             self.start()
         assert self._root is not None
         try:
-            return _Spare(self._root, self._marker, dict(DEFAULT_LIMITS))
+            return _Spare(self._root, self._marker, dict(DEFAULT_LIMITS), self._preload)
         except OSError as exc:
             raise SandboxFailure(f"a portable worker could not be started: {exc}") from None
 
@@ -163,8 +175,11 @@ class PortableBackend:
         self._spare.ready()
 
     def prepare(self, config: SandboxConfig) -> None:
-        if config.probes is not None:
-            self._probe_source(config)
+        """Have the spare, and every spare after it, load `config`'s probes ahead."""
+        source = self._probe_source(config)
+        self._preload = None if source is None else (str(config.probes), source)
+        if self._preload is not None and self._spare is not None and not self._spare.preloaded:
+            self._spare.preload(*self._preload)
 
     def _probe_source(self, config: SandboxConfig) -> bytes | None:
         if config.probes is None:
@@ -187,12 +202,14 @@ class PortableBackend:
             names = sorted(config.files)
             blobs = [config.files[name] for name in names]
             probes = self._probe_source(config)
-            if probes is not None:
+            preloaded = probes is not None and spare.preloaded == str(config.probes)
+            if probes is not None and not preloaded:
                 blobs.append(probes)
             job = {"modules": list(config.modules), "sys_path": list(config.sys_path) or ["."],
                    "limits": dict(config.limits), "import": module}
             message = protocol.pack({"job": job, "files": names, "arena": spare.arena.place,
-                                     "probes": str(config.probes) if probes else None}, blobs)
+                                     "probes": str(config.probes) if probes else None,
+                                     "preloaded": preloaded}, blobs)
             spare.channel.write(message, time.monotonic() + START_SECONDS)
         except (protocol.ChannelClosed, protocol.ChannelTimeout) as exc:
             spare.end()

@@ -35,6 +35,7 @@ class Channel:
         self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._written: queue.SimpleQueue[OSError | None] = queue.SimpleQueue()
         self._closed = self._stuck = self._closing = False
+        self._ahead = 0  # messages written ahead whose writing no one has waited for
         self._threads = [threading.Thread(target=target, daemon=True, name=name)
                          for target, name in ((self._read_replies, "labkit-replies"),
                                               (self._write_requests, "labkit-requests"))]
@@ -88,14 +89,24 @@ class Channel:
         if self._stuck:
             raise protocol.ChannelTimeout()
         self._requests.put(data)
-        try:
-            error = self._written.get(timeout=_left(deadline))
-        except queue.Empty:
-            self._stuck = True
-            raise protocol.ChannelTimeout() from None
-        if error is not None:
-            self._stuck = True
-            raise protocol.ChannelClosed()
+        while True:
+            try:
+                error = self._written.get(timeout=_left(deadline))
+            except queue.Empty:
+                self._stuck = True
+                raise protocol.ChannelTimeout() from None
+            if error is not None:
+                self._stuck = True
+                raise protocol.ChannelClosed()
+            if not self._ahead:
+                return
+            self._ahead -= 1
+
+    def write_ahead(self, data: bytes) -> None:
+        """Queue packed messages without waiting for the worker to take them: the next
+        `write` waits for these too, and fails if they failed."""
+        self._requests.put(data)
+        self._ahead += 1
 
     def close(self, wait: float = 1.0) -> None:
         """Close both pipes, once the worker has ended: a read or write still under way
