@@ -268,6 +268,56 @@ def test_json_lines(student):
             fail("values_missing")
 
 
+def _numpy_values() -> dict[str, np.generic | np.ndarray]:
+    """NumPy values to log, drawn afresh for each grading so no output can be written
+    in advance: a float32 with all its digits, an int64 beyond 32 bits, both booleans,
+    and arrays of one and two dimensions."""
+    rng = np.random.default_rng()  # unseeded on purpose
+    ok = bool(rng.integers(2))
+    return {
+        "loss": np.float32(rng.uniform(1e-3, 10.0)),
+        "step": np.int64(rng.integers(2**33, 2**40)),
+        "ok": np.bool_(ok),
+        "diverged": np.bool_(not ok),
+        "counts": rng.integers(-1000, 1000, size=int(rng.integers(2, 6))),
+        "weights": rng.standard_normal((2, 3)).astype(np.float32),
+    }
+
+
+def _shown(value) -> str:
+    """A student's JSON value, short and escaped, for a message."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _same_numbers(got, expected) -> bool:
+    """`got` is `expected` (a number or nested lists of numbers, as `tolist()` gives
+    them) with every number a JSON number of the same value: a bool is not a number."""
+    if isinstance(expected, list):
+        return (isinstance(got, list) and len(got) == len(expected)
+                and all(_same_numbers(g, e) for g, e in zip(got, expected, strict=True)))
+    return type(got) in (int, float) and got == expected
+
+
+@check("get_logger.numpy_values")
+@pytest.mark.usefixtures("believed")
+def test_numpy_values(student):
+    values = _numpy_values()
+    (record,) = _records(_log(student, "numbers", [("info", "step", values)])["text"], 1)
+    for key, value in values.items():
+        got = record.get(key)
+        if isinstance(value, np.ndarray):
+            if not _same_numbers(got, value.tolist()):
+                fail("numpy_array_not_list", name=key, shape=str(value.shape),
+                     dtype=str(value.dtype), got=_shown(got))
+        elif isinstance(value, np.bool_):
+            if got is not bool(value):
+                fail("numpy_bool_not_boolean", name=key, value=repr(value), got=_shown(got))
+        elif not _same_numbers(got, value.item()):
+            fail("numpy_scalar_not_number", name=key, value=repr(value), got=_shown(got),
+                 expected=json.dumps(value.item()))
+
+
 @check("get_logger.logger_and_phase")
 @pytest.mark.usefixtures("believed")
 def test_logger_and_phase(student):
