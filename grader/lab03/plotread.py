@@ -29,8 +29,13 @@ import numpy as np
 MAX_ANALYSED_PIXELS = 4_000_000
 # A pixel is coloured when its channels differ by at least this much (greys differ by 0).
 CHROMA_MIN = 40
-# A colour covering more than this share of the picture is a background, not a line.
+# A colour covering more than this share of the picture is a background, not a line;
+# a picture with more than DRAWN_SHARE of it off the background is not lines on a
+# background at all (noise, a photograph), and nothing is read in it.
 BACKGROUND_SHARE = 0.3
+DRAWN_SHARE = 0.5
+# The line colours are looked for among at most this many drawn pixels, sampled evenly.
+COLOUR_SAMPLE = 300_000
 # A pixel belongs to a line's colour when it is that colour laid over the background
 # with at least this coverage (anti-aliased edges are partly covered), and off that
 # blend by no more than MEMBER_DISTANCE (in the opponent space below).
@@ -42,12 +47,15 @@ SAME_COLOUR = 60.0
 MAX_COLOURS = 6
 # A legend stroke: between these shares of the picture's width long, gaps of up to
 # STROKE_GAP of the width bridged (dashes), thin (at most STROKE_DENSITY of the square
-# around it filled); the two series' strokes alike within STROKE_ENDS pixels. A picture
+# around it filled); the two series' strokes start within STROKE_ENDS of the width (at
+# least 2 pixels) of each other and differ in length by at most that or STROKE_DASH_END
+# of it. A picture
 # with more candidate runs than MAX_STROKES in one colour is too busy to hold a legend.
 STROKE_MIN_SHARE, STROKE_MAX_SHARE = 0.01, 0.2
 STROKE_GAP = 0.012
 STROKE_DENSITY = 0.4
-STROKE_ENDS = 2
+STROKE_ENDS = 0.003
+STROKE_DASH_END = 0.25
 MAX_STROKES = 2000
 
 
@@ -81,10 +89,12 @@ class Line:
 class Reading:
     """What the picture shows: its size, how many line colours it has (two at most are
     read), the lines read (the upper one first: the slower series) and whether a legend
-    was seen. Sizes are in the picture's own pixels."""
+    was seen. Sizes are in the picture's own pixels; `analysed` is how many of them were
+    looked at (a large picture is sampled)."""
 
     width: int
     height: int
+    analysed: int
     colours: int
     lines: tuple[Line, ...]
     legend: bool
@@ -97,26 +107,27 @@ def read_plot(pixels: np.ndarray) -> Reading:
     image = np.ascontiguousarray(pixels[::step, ::step, :3])
     shape = image.shape[:2]
     flat = image.reshape(-1, 3)
-    background = _background(flat)
-    drawn = np.flatnonzero(np.abs(flat.astype(np.int16) - background).max(axis=1) >= 16)
+    backgrounds = _backgrounds(flat)
+    background = backgrounds[0]
+    drawn = np.flatnonzero(np.minimum.reduce([_distance(flat, b) for b in backgrounds]) >= 16)
+    if drawn.size > DRAWN_SHARE * flat.shape[0]:
+        return Reading(width=width, height=height, analysed=flat.shape[0], colours=0,
+                       lines=(), legend=False)
     colours = _Colours(flat[drawn], background)
     masks = []
-    for colour in colours.series():
+    for colour in colours.series(flat.shape[0]):
         mask = np.zeros(flat.shape[0], dtype=bool)
         mask[drawn[colours.members(colour, MEMBER_COVERAGE)]] = True
         masks.append(mask.reshape(shape))
     strokes = [_strokes(mask) for mask in masks]
-    legend = _legend(strokes[0], strokes[1]) if len(masks) == 2 else None
-    lines = []
-    for mask, own in zip(masks, strokes, strict=True):
-        for top, bottom, left, right in ([legend] if legend else []) + _boxes(own):
-            mask[max(top, 0):bottom + 1, max(left, 0):right + 1] = False
-        line = _line(mask, _mean_colour(image, mask))
-        if line is not None:
-            lines.append(_scaled(line, step))
-    lines.sort(key=lambda line: line.row_at((line.first + line.last) / 2))
-    return Reading(width=width, height=height, colours=len(masks), lines=tuple(lines),
-                   legend=legend is not None)
+    found = [_line(mask, own, _mean_colour(image, mask))
+             for mask, own in zip(masks, strokes, strict=True)]
+    legend = len(masks) == 2 and _legend(
+        *(_apart(own, line) for own, line in zip(strokes, found, strict=True)), shape[1])
+    lines = sorted((_scaled(line, step) for line in found if line is not None),
+                   key=lambda line: line.row_at((line.first + line.last) / 2))
+    return Reading(width=width, height=height, analysed=flat.shape[0], colours=len(masks),
+                   lines=tuple(lines), legend=legend)
 
 
 # --- colours ----------------------------------------------------------------------------
@@ -128,12 +139,22 @@ def _quantised(pixels: np.ndarray) -> np.ndarray:
     return (q[:, 0] << 10) | (q[:, 1] << 5) | q[:, 2]
 
 
-def _background(pixels: np.ndarray) -> np.ndarray:
-    """The most common colour (n, 3): what lines are blended with at their edges."""
+def _distance(pixels: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """Each pixel's largest difference (n, 3) from `colour` over the three channels."""
+    r, g, b = (np.abs(pixels[:, i].astype(np.int16) - colour[i]) for i in range(3))
+    return np.maximum(np.maximum(r, g), b)
+
+
+def _backgrounds(pixels: np.ndarray) -> list[np.ndarray]:
+    """The colours (of n, 3 pixels) that each cover a tenth of the picture or more, the
+    most common first: what lines are blended with at their edges (a figure and its
+    axes may differ, as in the ggplot style). There is always one."""
     sample = pixels[:: max(1, pixels.shape[0] // 200_000)]
     keys = _quantised(sample)
-    top = np.bincount(keys, minlength=1 << 15).argmax()
-    return np.rint(sample[keys == top].mean(axis=0)).astype(np.int16)
+    counts = np.bincount(keys, minlength=1 << 15)
+    order = np.argsort(counts)[::-1]
+    large = [key for key in order[:4] if counts[key] >= 0.1 * keys.size] or [order[0]]
+    return [np.rint(sample[keys == key].mean(axis=0)).astype(np.int16) for key in large]
 
 
 # Colours compared in an opponent space, brightness apart from hue, hue counted twice:
@@ -154,11 +175,13 @@ class _Colours:
         self.background = background
         self.offset = (wide - background).astype(np.float32) @ _OPPONENT
 
-    def series(self) -> list[np.ndarray]:
-        """The two most common line colours: saturated, not a background, and each pixel
-        counted once, for the colour it is a shade of (an anti-aliased edge of a blue
-        line is not a second series)."""
-        left = np.flatnonzero(self.chroma >= CHROMA_MIN)
+    def series(self, picture: int) -> list[np.ndarray]:
+        """The two most common line colours in a picture of `picture` pixels: saturated,
+        not a background, and each pixel counted once, for the colour it is a shade of
+        (an anti-aliased edge of a blue line is not a second series)."""
+        every = max(1, self.pixels.shape[0] // COLOUR_SAMPLE)
+        share = every / picture  # of the picture, per sampled pixel
+        left = np.flatnonzero(self.chroma[::every] >= CHROMA_MIN) * every
         found: list[tuple[int, np.ndarray]] = []
         for _ in range(MAX_COLOURS):
             if left.size == 0:
@@ -166,7 +189,7 @@ class _Colours:
             top = np.bincount(self.keys[left], minlength=1 << 15).argmax()
             colour = self.pixels[left[self.keys[left] == top]].mean(axis=0)
             shades = self.members(colour, 0.15, among=left)
-            if shades.sum() <= BACKGROUND_SHARE * self.pixels.shape[0]:
+            if shades.sum() * share <= BACKGROUND_SHARE:
                 found.append((int(shades.sum()), colour))
             left = left[~shades]
         found.sort(key=lambda pair: -pair[0])
@@ -242,48 +265,65 @@ def _strokes(mask: np.ndarray) -> np.ndarray:
     return np.stack([rows[thin], starts[thin], ends[thin]], axis=1)
 
 
-def _legend(first: np.ndarray, second: np.ndarray) -> tuple[int, int, int, int] | None:
-    """The box of a legend: a stroke of each colour as long as the other, one above the
-    other in the same columns (no further apart than three stroke lengths) or side by
-    side on the same row (no further apart than ten), or None."""
+def _legend(first: np.ndarray, second: np.ndarray, width: int) -> bool:
+    """Whether there is a legend: a stroke of each colour about as long as the other, one
+    above the other from the same column (no further apart than three stroke lengths) or
+    side by side on the same row (no further apart than ten)."""
     if first.size == 0 or second.size == 0:
-        return None
+        return False
+    ends = max(2.0, STROKE_ENDS * width)
     row, start, end = (first[:, None, i] for i in range(3))
     other_row, other_start, other_end = (second[None, :, i] for i in range(3))
     length = end - start + 1
-    alike = np.abs((end - start) - (other_end - other_start)) <= STROKE_ENDS
-    stacked = ((np.abs(start - other_start) <= STROKE_ENDS) & (np.abs(row - other_row) >= 2)
+    # a dashed stroke may end a gap early
+    alike = np.abs((end - start) - (other_end - other_start)) <= np.maximum(
+        ends, STROKE_DASH_END * length)
+    stacked = ((np.abs(start - other_start) <= ends) & (np.abs(row - other_row) >= 2)
                & (np.abs(row - other_row) <= 3 * length))
-    beside = ((np.abs(row - other_row) <= STROKE_ENDS) & (np.abs(start - other_start) > length)
+    beside = ((np.abs(row - other_row) <= ends) & (np.abs(start - other_start) > length)
               & (np.abs(start - other_start) <= 10 * length))
-    pairs = np.argwhere(alike & (stacked | beside))
-    if pairs.size == 0:
-        return None
-    a, b = first[pairs[0, 0]], second[pairs[0, 1]]
-    half = int(a[2] - a[1] + 1) // 2
-    return (int(min(a[0], b[0])) - half, int(max(a[0], b[0])) + half,
-            int(min(a[1], b[1])) - half // 2, int(max(a[2], b[2])) + half // 2)
+    return bool((alike & (stacked | beside)).any())
 
 
-def _boxes(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Around each lone stroke of one colour, what its marker may cover: left out of
-    the line (a legend stroke seen for one colour only still is not the line)."""
-    boxes = []
-    for row, start, end in strokes[:50].tolist():
-        half = (end - start + 1) // 2
-        boxes.append((row - half, row + half, start - half // 2, end + half // 2))
-    return boxes
+def _apart(strokes: np.ndarray, line: Line | None) -> np.ndarray:
+    """The strokes that are not on the line of their colour (a flat edge of a marker on
+    it, say): their middle is off the line by more than half their length, or beyond
+    its ends. The two lines are parallel, so such edges come in look-alike pairs."""
+    if line is None or strokes.size == 0:
+        return strokes
+    middle = (strokes[:, 1] + strokes[:, 2]) / 2
+    off = np.abs(strokes[:, 0] - line.row_at(middle))
+    beyond = (middle < line.first) | (middle > line.last)
+    return strokes[beyond | (off > np.maximum(3, (strokes[:, 2] - strokes[:, 1]) / 2))]
 
 
-# --- the line ---------------------------------------------------------------------------
+def _without_strokes(mask: np.ndarray, strokes: np.ndarray) -> np.ndarray:
+    """The mask without its strokes and what a legend's marker may cover around them (a
+    legend is not the line; an edge that was the line's costs it a few columns only).
+    The boxes are painted at once: +1/-1 at their corners, summed along both axes."""
+    if strokes.size == 0:
+        return mask
+    height, width = mask.shape
+    row, start, end = strokes[:, 0], strokes[:, 1], strokes[:, 2]
+    half = (end - start + 1) // 2
+    top, bottom = np.clip(row - half, 0, height), np.clip(row + half + 1, 0, height)
+    left, right = np.clip(start - half // 2, 0, width), np.clip(end + half // 2 + 1, 0, width)
+    corners = np.zeros((height + 1, width + 1), dtype=np.int32)
+    for rows, columns, sign in ((top, left, 1), (top, right, -1), (bottom, left, -1),
+                                (bottom, right, 1)):
+        np.add.at(corners, (rows, columns), sign)
+    covered = corners.cumsum(axis=0).cumsum(axis=1)[:height, :width] > 0
+    return mask & ~covered
 
 
-def _line(mask: np.ndarray, colour: tuple[int, int, int]) -> Line | None:
+def _line(mask: np.ndarray, strokes: np.ndarray, colour: tuple[int, int, int]) -> Line | None:
     """The series' centre, column by column, and its best straight line.
 
-    Columns where the colour makes two separate runs (something else of its colour
-    above or below the line) are not read: their centre is not the line's.
+    Its strokes are left out (a legend's among them). Columns where the colour makes
+    two separate runs (something else of its colour above or below the line) are not
+    read: their centre is not the line's.
     """
+    mask = _without_strokes(mask, strokes)
     rows, columns = np.nonzero(mask)
     if columns.size == 0:
         return None
