@@ -13,9 +13,14 @@ What is read, and why each is enough:
   so the centre follows the data whatever the style;
 - a power law is straight on log-log axes and bends on any other, so how far the centres
   stray from their best straight line says which axes were used;
-- a legend is a short horizontal stroke of each line's colour, the same length and in the
-  same columns (matplotlib draws every handle alike), one above the other, apart from
-  the line: a stroke of a sloped line always touches the rows beside its ends.
+- a legend is a short horizontal stroke of each line's colour, about the same length,
+  starting in the same column one above the other (or on the same row side by side:
+  matplotlib draws every handle alike), off both lines: a run of a sloped line always
+  touches the rows beside its ends, a marker is a block, and a flat edge of a marker
+  lies on its line.
+
+The functions at the end judge a reading against what the grader's table says; their
+faults name messages of checks.toml.
 """
 
 from __future__ import annotations
