@@ -12,7 +12,9 @@ while it runs, so which helper is hot cannot be read off anything the call recei
 peak_bytes and line_hits run programs written here whose array sizes, loop counts and
 branches this process's callbacks answer during the call, so the answer is
 known here alone (and the trace function put back is seen by a callback it makes).
-plot_speedup's PNG is decoded here, its header bounded first. Whether the two sums loop
+plot_speedup's PNG is decoded here, its header bounded first, and read from its pixels
+alone (plotread.py, beside this file): tables drawn afresh for each grading, so a picture
+made in advance shows the wrong lines. Whether the two sums loop
 in Python rests on their source, parsed here, and on the worker's CPU time, read here
 from /proc.
 Timing checks compare against generous factors and take the best of several runs, so a
@@ -31,6 +33,7 @@ import sys
 import time
 
 import numpy as np
+import plotread  # beside this file (pytest puts the graders' folder on sys.path)
 import pytest
 from PIL import Image
 
@@ -745,19 +748,32 @@ def test_line_hits_restores_tracer(student):
 
 # --- plot_speedup -----------------------------------------------------------------------
 
-TABLE = [
-    {"size": 1_000, "loop_s": 2.0e-4, "vectorized_s": 5.0e-6, "ratio": 40.0},
-    {"size": 10_000, "loop_s": 2.1e-3, "vectorized_s": 1.1e-5, "ratio": 2.1e-3 / 1.1e-5},
-    {"size": 100_000, "loop_s": 2.3e-2, "vectorized_s": 6.0e-5, "ratio": 2.3e-2 / 6.0e-5},
-    {"size": 1_000_000, "loop_s": 2.6e-1, "vectorized_s": 9.0e-4, "ratio": 2.6e-1 / 9.0e-4},
-]
-# The same sizes and loop, a vectorised curve far from the first: another picture.
-OTHER_TABLE = [{**row, "vectorized_s": row["loop_s"] / 3, "ratio": 3.0} for row in TABLE]
+# Each table is drawn afresh: both times one power law of the size over three to four
+# decades of it, a constant ratio (20x to 300x) apart. The exponent is kept away from 1
+# (0.5-0.7 or 1.4-1.7), so the lines are straight on log-log axes only (with an exponent
+# of 1 they would be straight on linear axes too), and the gap in decades over the
+# exponent varies from one grading to the next, so a picture made in advance is wrong.
 
 
-def _pixels(student, table, name: str) -> np.ndarray:
-    """plot_speedup's PNG at `name`, decoded here: its header's size is checked before
-    anything is decoded, so a crafted file costs at most MAX_PNG_SIDE² pixels."""
+def _plot_table() -> tuple[list[dict], plotread.Expected]:
+    """A drawn table and what its log-log plot must show."""
+    rng = np.random.default_rng()
+    decades = rng.uniform(3.2, 4.0)
+    sizes = np.unique(np.rint(10 ** rng.uniform(1.5, 2.5)
+                              * np.logspace(0, decades, int(rng.integers(7, 11)))))
+    exponent = rng.uniform(0.5, 0.7) if rng.random() < 0.5 else rng.uniform(1.4, 1.7)
+    ratio = 10 ** rng.uniform(1.3, 2.5)
+    loop = 10 ** rng.uniform(-5.0, -3.0) * (sizes / sizes[0]) ** exponent
+    table = [{"size": int(size), "loop_s": float(t), "vectorized_s": float(t / ratio),
+              "ratio": float(t / (t / ratio))} for size, t in zip(sizes, loop, strict=True)]
+    return table, plotread.Expected(size_decades=math.log10(sizes[-1] / sizes[0]),
+                                    exponent=float(exponent), gap_decades=math.log10(ratio))
+
+
+def _png(student, table, name: str) -> tuple[np.ndarray, object]:
+    """plot_speedup's PNG at `name`, decoded here, and what the call returned: the
+    header's size is checked before anything is decoded, so a crafted file costs at
+    most MAX_PNG_SIDE² pixels."""
     result = student.plot_speedup(table, name)
     data = student.probe("read_file", name, MAX_PNG_BYTES, where="plot_speedup")
     if not isinstance(data, bytes) or not data.startswith(PNG_SIGNATURE) or len(data) < 33:
@@ -774,19 +790,51 @@ def _pixels(student, table, name: str) -> np.ndarray:
             pixels = np.asarray(image.convert("RGB"))
     except Exception:  # noqa: BLE001 - any decoding error means a broken file
         fail("not_a_png")
-    if not (isinstance(result, Opaque) and result.type_name.startswith("pathlib.")
-            and result.type_name.endswith("Path")):
-        fail("path_not_returned")
-    return pixels
+    return pixels, result
+
+
+def _reading(student, name: str) -> tuple[plotread.Reading, plotread.Expected]:
+    """What plot_speedup's picture of a freshly drawn table shows, and should."""
+    table, expected = _plot_table()
+    pixels, _ = _png(student, table, name)
+    return plotread.read_plot(pixels), expected
+
+
+def _fail_on(fault: plotread.Fault | None) -> None:
+    if fault is not None:
+        fail(fault.key, **fault.params)
 
 
 @check("plot_speedup.png_file")
 def test_plot_speedup_png_file(student):
-    pixels = _pixels(student, TABLE, "speedup.png")
+    pixels, result = _png(student, _plot_table()[0], "speedup.png")
+    if not (isinstance(result, Opaque) and result.type_name.startswith("pathlib.")
+            and result.type_name.endswith("Path")):
+        fail("path_not_returned")
     colours, counts = np.unique(pixels.reshape(-1, 3), axis=0, return_counts=True)
     # Something is drawn: not one flat colour, at least 1% of the pixels off the background.
     if len(colours) < 3 or counts.max() > 0.99 * counts.sum():
         fail("blank_png")
-    other = _pixels(student, OTHER_TABLE, "other.png")
+    other, _ = _png(student, _plot_table()[0], "other.png")
     if other.shape == pixels.shape and np.array_equal(other, pixels):
         fail("plot_ignores_table")
+
+
+@check("plot_speedup.log_axes")
+def test_plot_speedup_log_axes(student):
+    reading, _ = _reading(student, "speedup.png")
+    _fail_on(plotread.bend_fault(reading))
+
+
+@check("plot_speedup.gap")
+def test_plot_speedup_gap(student):
+    # two tables: a gap that matched one drawn table by chance does not match the next
+    for name in ("speedup.png", "other.png"):
+        reading, expected = _reading(student, name)
+        _fail_on(plotread.gap_fault(reading, expected))
+
+
+@check("plot_speedup.legend")
+def test_plot_speedup_legend(student):
+    reading, _ = _reading(student, "speedup.png")
+    _fail_on(plotread.legend_fault(reading))
