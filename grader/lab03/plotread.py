@@ -46,6 +46,9 @@ COLOUR_SAMPLE = 300_000
 # blend by no more than MEMBER_DISTANCE (in the opponent space below).
 MEMBER_COVERAGE = 0.45
 MEMBER_DISTANCE = 48.0
+# A series' colour is its most common one taken to the fullest shade of it drawn, at most
+# this many times as far from the background.
+FULLEST_MAX = 2.0
 # Colours closer than this (RGB distance) are the same series' colour.
 SAME_COLOUR = 60.0
 # Candidate colours tried, most common first: the two series are among them.
@@ -192,7 +195,7 @@ class _Colours:
             if left.size == 0:
                 break
             top = np.bincount(self.keys[left], minlength=1 << 15).argmax()
-            colour = self.pixels[left[self.keys[left] == top]].mean(axis=0)
+            colour = self._fullest(self.pixels[left[self.keys[left] == top]].mean(axis=0), left)
             shades = self.members(colour, 0.15, among=left)
             if shades.sum() * share <= BACKGROUND_SHARE:
                 found.append((int(shades.sum()), colour))
@@ -204,15 +207,32 @@ class _Colours:
                 distinct.append(colour)
         return distinct[:2]
 
-    def members(self, colour: np.ndarray, coverage: float,
-                among: np.ndarray | None = None) -> np.ndarray:
-        """Which pixels (of `among`, default all) are `colour` laid over the background
-        with at least `coverage` of it: near the segment between the two, that far along."""
+    def _fullest(self, colour: np.ndarray, among: np.ndarray) -> np.ndarray:
+        """`colour` taken to its fullest shade among the pixels `among`: most of a thin
+        sloped line is anti-aliased, so its most common colour can be lighter than the
+        line's own, which its legend stroke (flat, on whole pixels) shows."""
+        along, close = self._projection(colour, among)
+        deeper = along[close & (along > 1.0) & (along <= FULLEST_MAX)]
+        if deeper.size == 0:
+            return colour
+        depth = float(np.percentile(deeper, 99))
+        return np.clip(self.background + depth * (colour - self.background), 0, 255)
+
+    def _projection(self, colour: np.ndarray,
+                    among: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """How far each pixel (of `among`, default all) is along the way from the
+        background to `colour`, and whether it is close to that way."""
         offset = self.offset if among is None else self.offset[among]
         towards = (colour - self.background).astype(np.float32) @ _OPPONENT
         along = offset @ towards / (float(towards @ towards) or 1.0)
         off = offset - along[:, None] * towards
-        close = np.einsum("ij,ij->i", off, off) <= MEMBER_DISTANCE ** 2
+        return along, np.einsum("ij,ij->i", off, off) <= MEMBER_DISTANCE ** 2
+
+    def members(self, colour: np.ndarray, coverage: float,
+                among: np.ndarray | None = None) -> np.ndarray:
+        """Which pixels (of `among`, default all) are `colour` laid over the background
+        with at least `coverage` of it: near the segment between the two, that far along."""
+        along, close = self._projection(colour, among)
         return close & (along >= coverage) & (along <= 1.25)
 
 
