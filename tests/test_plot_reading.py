@@ -132,6 +132,17 @@ CORRECT = {
     "legend lower right, small": {"legend": {"loc": "lower right", "fontsize": "small"}},
     "legend side by side": {"legend": {"loc": "upper left", "ncol": 2}},
     "legend without frame": {"legend": {"frameon": False}},
+    # found by drawing random styles: a legend over a line's end, a marker at each end of
+    # a legend's stroke (numpoints=2), a thin line never covering a whole pixel, triangles
+    "legend upper right, small": {"figsize": (4, 3), "legend": {"loc": "upper right"}},
+    "classic crosses": {"style": "classic", "formats": ("x-", "x-"), "figsize": (4, 3),
+                        "dpi": 72, "linewidth": 1, "legend": {"loc": "center left"}},
+    "thin crosses 80 dpi": {"formats": ("x-", "x-"), "figsize": (10, 6), "dpi": 80,
+                            "linewidth": 0.8, "legend": {"loc": "lower right"}},
+    "classic dashed triangles": {"style": "classic", "formats": ("^--", "^--"),
+                                 "figsize": (5, 3.5), "dpi": 80, "linewidth": 3},
+    "talk dashed triangles": {"style": "seaborn-v0_8-talk", "formats": ("^--", "^--"),
+                              "figsize": (4, 3), "dpi": 200, "linewidth": 2},
 }
 
 

@@ -47,8 +47,13 @@ COLOUR_SAMPLE = 300_000
 MEMBER_COVERAGE = 0.45
 MEMBER_DISTANCE = 48.0
 # A series' colour is its most common one taken to the fullest shade of it drawn, at most
-# this many times as far from the background.
-FULLEST_MAX = 2.0
+# this many times as far from the background (the most common shade of a thin line can
+# be a third of its colour).
+FULLEST_MAX = 4.0
+# A line's centre is read where the column is at most THIN_RATIO times as tall as its
+# thinnest quarter (plus a pixel), when there are at least THIN_SHARE of such columns.
+THIN_RATIO = 1.5
+THIN_SHARE = 0.3
 # Colours closer than this (RGB distance) are the same series' colour.
 SAME_COLOUR = 60.0
 # Candidate colours tried, most common first: the two series are among them.
@@ -65,6 +70,8 @@ STROKE_DENSITY = 0.4
 STROKE_ENDS = 0.003
 STROKE_DASH_END = 0.25
 MAX_STROKES = 2000
+# Legends are looked for among at most this many pairs of strokes.
+MAX_LEGEND_PAIRS = 64
 
 
 @dataclass(frozen=True)
@@ -130,8 +137,15 @@ def read_plot(pixels: np.ndarray) -> Reading:
     strokes = [_strokes(mask) for mask in masks]
     found = [_line(mask, own, _mean_colour(image, mask))
              for mask, own in zip(masks, strokes, strict=True)]
-    legend = len(masks) == 2 and _legend(
-        *(_apart(own, line) for own, line in zip(strokes, found, strict=True)), shape[1])
+    handles = _legend(*(_apart(own, line) for own, line in zip(strokes, found, strict=True)),
+                      shape) if len(masks) == 2 else None
+    legend = handles is not None
+    if handles is not None and handles.any():
+        # Read again without the legend's handles: what of them is not a stroke (a
+        # marker, a dash the strokes missed) is not the line.
+        masks = [mask & ~handles for mask in masks]
+        found = [_line(mask, own, colour.colour if colour else _mean_colour(image, mask))
+                 for mask, own, colour in zip(masks, strokes, found, strict=True)]
     lines = sorted((_scaled(line, step) for line in found if line is not None),
                    key=lambda line: line.row_at((line.first + line.last) / 2))
     return Reading(width=width, height=height, analysed=flat.shape[0], colours=len(masks),
@@ -265,9 +279,9 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _strokes(mask: np.ndarray) -> np.ndarray:
     """Runs that could be a legend's stroke, as (row, first, last) rows: long enough, not
-    too long, nothing of the colour beside either end in the rows above and below (a
-    stroke of a sloped line always has its neighbour there) and thin (a square marker's
-    edge is flat too, but the marker is a block)."""
+    too long, at each end the colour either both above and below or neither (a run of a
+    sloped line has its neighbour on one side) and thin (a square marker's edge is flat
+    too, but the marker is a block)."""
     height, width = mask.shape
     rows, starts, ends = _runs(mask)
     length = ends - starts + 1
@@ -276,10 +290,13 @@ def _strokes(mask: np.ndarray) -> np.ndarray:
     if rows.size > MAX_STROKES:  # a picture this busy has no readable legend
         return np.zeros((0, 3), dtype=np.int64)
     padded = np.pad(mask, 1)
-    beside = np.zeros(rows.size, dtype=bool)
-    for dy in (-1, 0, 1):
-        beside |= padded[rows + 1 + dy, starts] | padded[rows + 1 + dy, ends + 2]
-    rows, starts, ends, length = rows[~beside], starts[~beside], ends[~beside], length[~beside]
+    # A run of a sloped line goes on above one end or below it, never both; a legend's
+    # stroke has nothing beside its ends, or a marker centred on each (numpoints=2).
+    one_sided = np.zeros(rows.size, dtype=bool)
+    for column in (starts, ends + 2):
+        one_sided |= padded[rows, column] != padded[rows + 2, column]
+    rows, starts, ends, length = (rows[~one_sided], starts[~one_sided], ends[~one_sided],
+                                  length[~one_sided])
     # Thin: the box as tall as the stroke is long, centred on it, is mostly empty.
     cumulative = np.pad(mask.astype(np.int32).cumsum(0).cumsum(1), ((1, 0), (1, 0)))
     top = np.clip(rows - length // 2, 0, height)
@@ -290,12 +307,15 @@ def _strokes(mask: np.ndarray) -> np.ndarray:
     return np.stack([rows[thin], starts[thin], ends[thin]], axis=1)
 
 
-def _legend(first: np.ndarray, second: np.ndarray, width: int) -> bool:
-    """Whether there is a legend: a stroke of each colour about as long as the other, one
-    above the other from the same column (no further apart than three stroke lengths) or
-    side by side on the same row (no further apart than ten)."""
+def _legend(first: np.ndarray, second: np.ndarray, shape: tuple[int, int]) -> np.ndarray | None:
+    """Where the legend's handles are (a mask of `shape`), or None if there is no legend:
+    a stroke of each colour about as long as the other, one above the other from the same
+    column (no further apart than three stroke lengths) or side by side on the same row
+    (no further apart than ten). The handles' area reaches an entry's spacing (or a
+    stroke's length) around the pair: a handle may be longer than the stroke found in it."""
     if first.size == 0 or second.size == 0:
-        return False
+        return None
+    height, width = shape
     ends = max(2.0, STROKE_ENDS * width)
     row, start, end = (first[:, None, i] for i in range(3))
     other_row, other_start, other_end = (second[None, :, i] for i in range(3))
@@ -307,7 +327,17 @@ def _legend(first: np.ndarray, second: np.ndarray, width: int) -> bool:
                & (np.abs(row - other_row) <= 3 * length))
     beside = ((np.abs(row - other_row) <= ends) & (np.abs(start - other_start) > length)
               & (np.abs(start - other_start) <= 10 * length))
-    return bool((alike & (stacked | beside)).any())
+    pairs = np.argwhere(alike & (stacked | beside))
+    if pairs.size == 0:
+        return None
+    handles = np.zeros(shape, dtype=bool)
+    for i, j in pairs[:MAX_LEGEND_PAIRS]:
+        (row_a, start_a, end_a), (row_b, start_b, end_b) = first[i], second[j]
+        reach = max(abs(int(row_a) - int(row_b)), int(end_a - start_a) + 1)
+        top, bottom = min(row_a, row_b) - reach, max(row_a, row_b) + reach + 1
+        left, right = min(start_a, start_b) - 2 * reach, max(end_a, end_b) + 2 * reach + 1
+        handles[max(0, top):min(height, bottom), max(0, left):min(width, right)] = True
+    return handles
 
 
 def _apart(strokes: np.ndarray, line: Line | None) -> np.ndarray:
@@ -360,6 +390,17 @@ def _line(mask: np.ndarray, strokes: np.ndarray, colour: tuple[int, int, int]) -
     read = np.flatnonzero((count > 0) & (runs == 1))
     if read.size < 10:
         return None
+    # A marker's columns are taller than the line's and, for a triangle, not centred on
+    # it, and its corners are slivers whose height changes from column to column: where
+    # the line shows, only columns of its own, steady thickness are read.
+    padded = np.pad(count, 2)
+    steady = ((np.abs(padded[:-4] - count) <= 1) | (padded[:-4] == 0)) & (
+        (np.abs(padded[4:] - count) <= 1) | (padded[4:] == 0))
+    thin = read[(count[read] <= THIN_RATIO * np.quantile(count[read], 0.25) + 1)
+                & steady[read]]
+    first, last = int(read[0]), int(read[-1])
+    if thin.size >= max(10, THIN_SHARE * read.size):
+        read = thin
     x = read.astype(np.float64)
     y = total[read] / count[read]
     keep = np.ones(x.size, dtype=bool)
@@ -368,7 +409,7 @@ def _line(mask: np.ndarray, strokes: np.ndarray, colour: tuple[int, int, int]) -
         off = np.abs(y - (intercept + slope * x))
         keep = off <= np.quantile(off, 0.95)
     slope, intercept = np.polyfit(x[keep], y[keep], 1)
-    return Line(colour=colour, first=int(read[0]), last=int(read[-1]), columns=int(read.size),
+    return Line(colour=colour, first=first, last=last, columns=int(read.size),
                 slope=float(slope), intercept=float(intercept),
                 bend=_bend(y - (intercept + slope * x)))
 
@@ -468,7 +509,9 @@ def gap_fault(reading: Reading, expected: Expected) -> Fault | None:
         return Fault("plot_gap_changes", {"start": f"{start:.0f}", "end": f"{end:.0f}"})
     if upper.slope >= 0 or lower.slope >= 0:
         return Fault("plot_lines_fall", {})
-    span = ((upper.last - upper.first) + (lower.last - lower.first)) / 2
+    # The lines span the same sizes: a legend laid over one end of a line shortens it
+    # as seen, never lengthens it.
+    span = max(upper.last - upper.first, lower.last - lower.first)
     columns_per_decade = span / expected.size_decades
     rows_per_decade = -(upper.slope + lower.slope) / 2 * columns_per_decade / expected.exponent
     measured = (start + end) / 2 / rows_per_decade
